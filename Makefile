@@ -1,0 +1,34 @@
+# tokensignin — the operator's entry point. `make help` lists the targets.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+SWIFT        ?= swift
+CONFIG       ?= release
+BIN           = .build/$(CONFIG)/tokensignin
+RUN_DIR      ?= $(CURDIR)/.run
+DEBIAN_PACKAGES = libfcgi-dev libfcgi-bin libssl-dev openssl libpq-dev libcurl4-openssl-dev ca-certificates \
+                  postgresql postgresql-contrib nginx-light spawn-fcgi wrk pkg-config curl
+
+.PHONY: help deps build test run stop migrate bench clean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+
+deps: ## install the Debian packages it needs (apt-get; only what is missing)
+	@missing=$$(for p in $(DEBIAN_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		echo "installing:" $$missing; \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
+build: deps ## build the tokensignin binary (release)
+	$(SWIFT) build -c $(CONFIG) --product tokensignin
+
+test: deps ## unit and end-to-end tests (private PostgreSQL and nginx, nothing system-wide)
+	$(SWIFT) build --build-tests
+	scripts/with-test-db $(SWIFT) test --skip-build
+
+clean: ## remove build output and the local run folder
+	-$(MAKE) stop
+	rm -rf .build $(RUN_DIR)

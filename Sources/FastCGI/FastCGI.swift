@@ -1,0 +1,3 @@
+// FastCGI module (placeholder until its first implementation lands).
+import CFastCGI
+enum FastCGIPlaceholder {}

@@ -1,0 +1,2 @@
+// SignIn module (placeholder until its first implementation lands).
+enum SignInPlaceholder {}

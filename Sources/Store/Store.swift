@@ -1,0 +1,3 @@
+// Store module (placeholder until its first implementation lands).
+import CLibPQ
+enum StorePlaceholder {}

@@ -1,0 +1,2 @@
+// tokensignin command line (placeholder).
+print("tokensignin")
