@@ -1,4 +1,0 @@
-// IDToken module (placeholder until its first implementation lands).
-import COpenSSL
-import CCurl
-enum IDTokenPlaceholder {}
