@@ -29,6 +29,15 @@ test: deps ## unit and end-to-end tests (private PostgreSQL and nginx, nothing s
 	$(SWIFT) build --build-tests
 	scripts/with-test-db $(SWIFT) test --skip-build
 
+run: build ## run it all locally (PostgreSQL, responder, nginx on https://127.0.0.1:8443) and show a sign-in
+	scripts/local-run start
+
+stop: ## stop what `make run` started
+	scripts/local-run stop
+
+migrate: build ## apply the migrations in sql/ to the database in PG* / TOKENSIGNIN_DATABASE_URL
+	$(BIN) migrate
+
 clean: ## remove build output and the local run folder
 	-$(MAKE) stop
 	rm -rf .build $(RUN_DIR)

@@ -1,0 +1,55 @@
+// What a client sees when a dependency is missing: the database restarts, Google's keys cannot be fetched,
+// or the hosted domain is not allowed.
+import Foundation
+import Testing
+
+@Suite(.serialized) struct OutageEndToEndTests {
+    @Test func databaseRestartGives503DuringAndNormalAfter() throws {
+        // A private cluster, so stopping it does not disturb the suites running beside this one.
+        let folder = NSTemporaryDirectory() + "tokensignin-e2e-pg-\(getpid())"
+        let pgPort = String(56000 + Int(getpid() % 1000))
+        let cluster = Paths.script("pgcluster")
+        try run(cluster, ["start", folder, pgPort])
+        defer { _ = try? run(cluster, ["stop", folder, pgPort]) }
+        let env = try run(cluster, ["env", folder, pgPort]).stdout
+        let host = try #require(env.firstMatch(of: /PGHOST='([^']*)'/)?.1)
+        let stack = try Stack("outage", postgres: ["PGHOST": String(host), "PGPORT": pgPort, "PGUSER": "postgres"])
+
+        let before = try stack.signIn(try stack.token(sub: "150000000000000000001"))
+        #expect(before.status == 200, "\(before)")
+
+        try run(cluster, ["stop", folder, pgPort])
+        let during = try stack.signIn(try stack.token(sub: "150000000000000000002"))
+        #expect(during.status == 503, "\(during)")
+        #expect(during.header("Retry-After") != nil)
+        #expect(during.errorCode == "temporarily_unavailable")
+
+        try run(cluster, ["start", folder, pgPort])
+        let after = try stack.signIn(try stack.token(sub: "150000000000000000003"))
+        #expect(after.status == 200, "the lost connection is re-established on the next request: \(after)")
+        #expect(try stack.count("signin.users WHERE google_sub = '150000000000000000002'") == 0)
+        #expect(try stack.count("signin.users WHERE google_sub = '150000000000000000003'") == 1)
+    }
+
+    @Test func unreachableKeysGive503NotAnInvalidToken() throws {
+        // Nothing listens on this loopback port: the key set can never be fetched.
+        let stack = try Stack("nokeys", environment: ["TOKENSIGNIN_JWKS_FILE": "", "TOKENSIGNIN_JWKS_URL": "http://127.0.0.1:9/certs"])
+        let answer = try stack.signIn(try stack.token(sub: "160000000000000000001"))
+        #expect(answer.status == 503, "\(answer)")
+        #expect(answer.header("Retry-After") != nil)
+        #expect(try stack.count("signin.users") == 0)
+    }
+
+    @Test func hostedDomainOutsideTheAllowListIsForbidden() throws {
+        let stack = try Stack("hd", environment: ["TOKENSIGNIN_HOSTED_DOMAINS": "example.com"])
+        let inside = try stack.signIn(try stack.token(sub: "170000000000000000001", hd: "example.com"))
+        #expect(inside.status == 200, "\(inside)")
+        let outside = try stack.signIn(try stack.token(sub: "170000000000000000002", hd: "elsewhere.com"))
+        #expect(outside.status == 403, "\(outside)")
+        #expect(outside.errorCode == "access_denied")
+        let none = try stack.signIn(try stack.token(sub: "170000000000000000003"))
+        #expect(none.status == 403, "\(none)")
+        #expect(try stack.count("signin.users WHERE google_sub IN ('170000000000000000002', '170000000000000000003')") == 0)
+        #expect(try stack.count("signin.sign_ins WHERE reason = 'hosted_domain_not_allowed'") == 2)
+    }
+}

@@ -1,0 +1,221 @@
+// POST /tokensignin through nginx -> FastCGI -> PostgreSQL: every status and the rows each leaves behind.
+import Foundation
+import Testing
+
+/// SHA-256 of a string as hex, computed by PostgreSQL so the test does not trust the code under test.
+private func sha256Hex(_ stack: Stack, _ text: String) throws -> String {
+    try stack.psql("SELECT encode(sha256(convert_to('\(text)', 'UTF8')), 'hex')")[0][0]
+}
+
+@Suite(.serialized) final class SignInEndToEndTests {
+    let stack: Stack
+    init() throws { stack = try Stack("signin") }
+
+    @Test func jsonSignInCreatesUserSessionAndAuditRow() throws {
+        let token = try stack.token(sub: "110000000000000000001", email: "ada@example.com", name: "Ada Lovelace")
+        let answer = try stack.signIn(token, userAgent: "e2e-agent/1.0")
+        #expect(answer.status == 200, "\(answer)")
+        #expect(answer.header("Cache-Control") == "no-store")
+        #expect(answer.header("Content-Type")?.hasPrefix("application/json") == true)
+
+        let user = try #require(answer.json["user"] as? [String: Any])
+        #expect(user["sub"] as? String == "110000000000000000001")
+        #expect(user["email"] as? String == "ada@example.com")
+        #expect(user["name"] as? String == "Ada Lovelace")
+        #expect(user["created"] as? Bool == true)
+        #expect(user["id"] != nil)
+        let session = try #require(answer.json["session"] as? [String: Any])
+        let sessionToken = try #require(session["token"] as? String)
+        #expect(sessionToken.count >= 43, "at least 256 bits of randomness, base64url-encoded")
+        #expect((session["expires_at"] as? String)?.hasSuffix("Z") == true)
+
+        let cookie = try #require(answer.headers("Set-Cookie").first)
+        #expect(cookie.hasPrefix("__Host-tokensignin=\(sessionToken);"))
+        for attribute in ["Secure", "HttpOnly", "SameSite=Lax", "Path=/"] {
+            #expect(cookie.contains(attribute), "cookie lacks \(attribute): \(cookie)")
+        }
+
+        let rows = try stack.psql("""
+            SELECT u.google_sub, u.email, s.client_id, s.user_agent, encode(s.token_hash, 'hex')
+            FROM signin.sessions s JOIN signin.users u ON u.id = s.user_id
+            """)
+        #expect(rows.count == 1)
+        #expect(rows[0][0] == "110000000000000000001")
+        #expect(rows[0][1] == "ada@example.com")
+        #expect(rows[0][2] == stack.clientID)
+        #expect(rows[0][3] == "e2e-agent/1.0")
+        #expect(rows[0][4] == (try sha256Hex(stack, sessionToken)), "token_hash is SHA-256 of the token handed out")
+
+        // Neither the ID token nor the session token is stored anywhere, in any table.
+        let dump = try stack.psql("""
+            SELECT string_agg(t::text, ' ') FROM (
+              SELECT row_to_json(u)::text AS t FROM signin.users u UNION ALL
+              SELECT row_to_json(s)::text FROM signin.sessions s UNION ALL
+              SELECT row_to_json(a)::text FROM signin.sign_ins a) x
+            """)[0][0]
+        #expect(!dump.contains(sessionToken))
+        #expect(!dump.contains(token.split(separator: ".")[2]))
+        #expect(!stack.serverLog.contains(sessionToken))
+        #expect(!stack.serverLog.contains(String(token.split(separator: ".")[2])))
+
+        #expect(try stack.count("signin.sign_ins WHERE outcome = 'success' AND google_sub = '110000000000000000001'") == 1)
+    }
+
+    @Test func secondSignInUpdatesTheSameUser() throws {
+        let first = try stack.signIn(try stack.token(sub: "110000000000000000002", name: "Old Name"))
+        #expect(first.status == 200, "\(first)")
+        let second = try stack.signIn(try stack.token(sub: "110000000000000000002", name: "New Name"))
+        #expect(second.status == 200, "\(second)")
+        let user = try #require(second.json["user"] as? [String: Any])
+        #expect(user["created"] as? Bool == false)
+        #expect(user["name"] as? String == "New Name")
+        #expect(try stack.count("signin.users WHERE google_sub = '110000000000000000002'") == 1)
+        #expect(try stack.psql("SELECT name FROM signin.users WHERE google_sub = '110000000000000000002'")[0][0] == "New Name")
+        #expect(try stack.count("signin.sessions s JOIN signin.users u ON u.id = s.user_id WHERE u.google_sub = '110000000000000000002'") == 2)
+    }
+
+    @Test func emailIsNeverUsedToLinkAccounts() throws {
+        let a = try stack.signIn(try stack.token(sub: "110000000000000000003", email: "same@example.com"))
+        let b = try stack.signIn(try stack.token(sub: "110000000000000000004", email: "same@example.com"))
+        #expect(a.status == 200 && b.status == 200)
+        #expect(try stack.count("signin.users WHERE email = 'same@example.com'") == 2)
+    }
+
+    @Test func formBodySignsIn() throws {
+        let token = try stack.token(sub: "110000000000000000005")
+        let answer = try stack.request("POST", "/tokensignin",
+                                       headers: ["Content-Type": "application/x-www-form-urlencoded"], body: "idtoken=\(token)")
+        #expect(answer.status == 200, "\(answer)")
+        #expect(try stack.count("signin.users WHERE google_sub = '110000000000000000005'") == 1)
+    }
+
+    @Test func otherConfiguredClientIDIsAcceptedAndRecorded() throws {
+        let answer = try stack.signIn(try stack.token(sub: "110000000000000000006", aud: stack.otherClientID))
+        #expect(answer.status == 200, "\(answer)")
+        #expect(try stack.psql("""
+            SELECT s.client_id FROM signin.sessions s JOIN signin.users u ON u.id = s.user_id
+            WHERE u.google_sub = '110000000000000000006'
+            """)[0][0] == stack.otherClientID)
+    }
+
+    @Test func webFormWithMatchingCsrfCookieRedirects() throws {
+        let token = try stack.token(sub: "110000000000000000007")
+        let answer = try stack.request("POST", "/tokensignin",
+                                       headers: ["Content-Type": "application/x-www-form-urlencoded", "Cookie": "g_csrf_token=abc123"],
+                                       body: "credential=\(token)&g_csrf_token=abc123")
+        #expect(answer.status == 303, "\(answer)")
+        #expect(answer.header("Location") == "/welcome")
+        #expect(answer.headers("Set-Cookie").contains { $0.hasPrefix("__Host-tokensignin=") })
+        #expect(try stack.count("signin.users WHERE google_sub = '110000000000000000007'") == 1)
+    }
+
+    @Test(arguments: [
+        ("g_csrf_token=abc123", "credential=TOKEN&g_csrf_token=zzz"),
+        ("", "credential=TOKEN&g_csrf_token=abc123"),
+        ("g_csrf_token=abc123", "credential=TOKEN"),
+    ])
+    func webFormWithoutMatchingCsrfIsForbiddenAndWritesNothing(cookie: String, body: String) throws {
+        let sub = "1200000000000000000\(abs(body.hashValue % 90) + 10)"
+        let token = try stack.token(sub: sub)
+        var headers = ["Content-Type": "application/x-www-form-urlencoded"]
+        if !cookie.isEmpty { headers["Cookie"] = cookie }
+        let answer = try stack.request("POST", "/tokensignin", headers: headers,
+                                       body: body.replacingOccurrences(of: "TOKEN", with: token))
+        #expect(answer.status == 403, "\(answer)")
+        #expect(answer.errorCode != nil)
+        #expect(try stack.count("signin.users WHERE google_sub = '\(sub)'") == 0)
+    }
+
+    @Test func rejectedTokensAreUnauthorizedWithoutDetailAndCreateNoUser() throws {
+        let now = Int(Date().timeIntervalSince1970)
+        let good = try stack.token(sub: "130000000000000000001")
+        var parts = good.split(separator: ".").map(String.init)
+        parts[2] = String(parts[2].reversed())
+        let cases: [(String, String)] = [
+            ("expired", try stack.token(sub: "130000000000000000001", iat: now - 7200, ttl: 3600)),
+            ("bad_audience", try stack.token(sub: "130000000000000000001", aud: "someone-else.apps.googleusercontent.com")),
+            ("bad_signature", parts.joined(separator: ".")),
+            ("unknown_kid", try stack.token(sub: "130000000000000000001", kid: "not-a-known-kid")),
+            ("malformed", "not-a-token"),
+        ]
+        for (reason, token) in cases {
+            let answer = try stack.signIn(token)
+            #expect(answer.status == 401, "\(reason): \(answer)")
+            #expect(answer.errorCode == "invalid_token", "\(reason)")
+            #expect(!answer.body.contains(reason), "the precise reason goes to the log, not the client")
+            #expect(answer.headers("Set-Cookie").isEmpty)
+        }
+        #expect(try stack.count("signin.users WHERE google_sub = '130000000000000000001'") == 0)
+        #expect(try stack.count("signin.sign_ins WHERE outcome = 'failure' AND reason = 'expired'") >= 1)
+        #expect(try stack.count("signin.sign_ins WHERE outcome = 'failure' AND reason = 'bad_audience'") >= 1)
+    }
+
+    @Test(arguments: [
+        ("application/json", "{not json", 400, "invalid_request"),
+        ("application/json", #"{"idToken": 5}"#, 400, "invalid_request"),
+        ("application/json", #"{"other": "x"}"#, 400, "invalid_request"),
+        ("application/json", "", 400, "invalid_request"),
+        ("application/x-www-form-urlencoded", "idtoken=%zz", 400, "invalid_request"),
+        ("application/x-www-form-urlencoded", "nothing=here", 400, "invalid_request"),
+        ("text/plain", "idtoken=x", 415, "unsupported_media_type"),
+    ])
+    func badBodiesGetClearStatusesAndWriteNothing(contentType: String, body: String, status: Int, code: String) throws {
+        let before = try stack.count("signin.sign_ins")
+        let answer = try stack.request("POST", "/tokensignin", headers: ["Content-Type": contentType], body: body)
+        #expect(answer.status == status, "\(answer)")
+        #expect(answer.errorCode == code)
+        #expect(answer.json["error_description"] is String)
+        #expect(try stack.count("signin.sign_ins") == before)
+    }
+
+    @Test func wrongMethodIs405WithAllow() throws {
+        let answer = try stack.request("GET", "/tokensignin")
+        #expect(answer.status == 405)
+        #expect(answer.header("Allow") == "POST")
+        #expect(answer.errorCode == "method_not_allowed")
+    }
+
+    @Test func unknownPathIs404() throws {
+        let answer = try stack.request("GET", "/sessions/no/such/thing")
+        #expect(answer.status == 404, "\(answer)")
+        #expect(answer.errorCode == "not_found")
+    }
+
+    @Test func bodyOver64KBIs413ThroughNginx() throws {
+        let answer = try stack.request("POST", "/tokensignin", headers: ["Content-Type": "application/json"],
+                                       body: #"{"idToken":""# + String(repeating: "a", count: 70_000) + #""}"#)
+        #expect(answer.status == 413)
+    }
+
+    @Test func bodyOver64KBIs413FromTheResponderItself() throws {
+        // Straight to the FastCGI socket, bypassing nginx's client_max_body_size.
+        let body = #"{"idToken":""# + String(repeating: "a", count: 70_000) + #""}"#
+        let result = try run("/usr/bin/cgi-fcgi", ["-bind", "-connect", stack.socketPath], environment: [
+            "REQUEST_METHOD": "POST", "REQUEST_URI": "/tokensignin", "DOCUMENT_URI": "/tokensignin",
+            "SCRIPT_NAME": "/tokensignin", "CONTENT_TYPE": "application/json", "CONTENT_LENGTH": String(body.utf8.count),
+            "QUERY_STRING": "", "REMOTE_ADDR": "127.0.0.1", "SERVER_PROTOCOL": "HTTP/1.1",
+        ], stdin: body)
+        #expect(result.stdout.hasPrefix("Status: 413"), "\(result.stdout)")
+        #expect(result.stdout.contains("request_too_large"))
+    }
+
+    @Test func fortyConcurrentFirstSignInsOfOneUserGiveOneRow() throws {
+        let token = try stack.token(sub: "140000000000000000001")
+        let statuses = ConcurrentStatuses()
+        DispatchQueue.concurrentPerform(iterations: 40) { _ in
+            let status = (try? stack.signIn(token).status) ?? -1
+            statuses.append(status)
+        }
+        #expect(statuses.values.allSatisfy { $0 == 200 }, "\(statuses.values)")
+        #expect(try stack.count("signin.users WHERE google_sub = '140000000000000000001'") == 1)
+        #expect(try stack.count("signin.sessions s JOIN signin.users u ON u.id = s.user_id WHERE u.google_sub = '140000000000000000001'") == 40)
+    }
+}
+
+final class ConcurrentStatuses: @unchecked Sendable {
+    // SAFETY: every access goes through the lock.
+    private let lock = NSLock()
+    private var stored: [Int] = []
+    func append(_ value: Int) { lock.lock(); stored.append(value); lock.unlock() }
+    var values: [Int] { lock.lock(); defer { lock.unlock() }; return stored }
+}

@@ -1,0 +1,243 @@
+// A real stack for end-to-end tests: a fresh database on the test cluster, `tokensignin serve`, and nginx.
+import Foundation
+import Testing
+
+/// An HTTP answer as curl saw it through nginx.
+struct Answer: CustomStringConvertible {
+    var status: Int
+    var headers: [(name: String, value: String)]
+    var body: String
+
+    func header(_ name: String) -> String? {
+        headers.first { $0.name.caseInsensitiveCompare(name) == .orderedSame }?.value
+    }
+    func headers(_ name: String) -> [String] {
+        headers.filter { $0.name.caseInsensitiveCompare(name) == .orderedSame }.map(\.value)
+    }
+    var json: [String: Any] {
+        (try? JSONSerialization.jsonObject(with: Data(body.utf8))) as? [String: Any] ?? [:]
+    }
+    var errorCode: String? { json["error"] as? String }
+    var description: String { "\(status) \(body)" }
+}
+
+struct CommandResult {
+    var status: Int32
+    var stdout: String
+    var stderr: String
+}
+
+enum Paths {
+    static let repository: URL = {
+        var url = URL(fileURLWithPath: #filePath)
+        while url.path != "/" {
+            url.deleteLastPathComponent()
+            if FileManager.default.fileExists(atPath: url.appendingPathComponent("Package.swift").path) { return url }
+        }
+        fatalError("Package.swift not found above \(#filePath)")
+    }()
+    static let binary = repository.appendingPathComponent(".build/debug/tokensignin").path
+    static let script = { (name: String) in repository.appendingPathComponent("scripts/\(name)").path }
+}
+
+@discardableResult
+func run(_ executable: String, _ arguments: [String], environment: [String: String] = [:], stdin: String? = nil) throws -> CommandResult {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: executable)
+    process.arguments = arguments
+    process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+    let out = Pipe(), err = Pipe(), input = Pipe()
+    process.standardOutput = out
+    process.standardError = err
+    process.standardInput = input
+    try process.run()
+    if let stdin { input.fileHandleForWriting.write(Data(stdin.utf8)) }
+    try input.fileHandleForWriting.close()
+    // Read both pipes before waiting, so a chatty child cannot block on a full pipe.
+    let errReader = Task.detached { err.fileHandleForReading.readDataToEndOfFile() }
+    let stdoutData = out.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    let stderrData = try awaitBlocking { await errReader.value }
+    return CommandResult(status: process.terminationStatus,
+                         stdout: String(decoding: stdoutData, as: UTF8.self),
+                         stderr: String(decoding: stderrData, as: UTF8.self))
+}
+
+/// Waits for an async value from synchronous test code (used only for pipe draining).
+func awaitBlocking<T: Sendable>(_ body: @escaping @Sendable () async -> T) throws -> T {
+    let box = ResultBox<T>()
+    let done = DispatchSemaphore(value: 0)
+    Task { box.value = await body(); done.signal() }
+    done.wait()
+    return box.value!
+}
+
+final class ResultBox<T>: @unchecked Sendable {
+    // SAFETY: written once by one task before the semaphore is signalled, read after the wait.
+    var value: T?
+}
+
+/// One private stack. Each suite makes its own (own database, socket and port), so suites can run in parallel.
+final class Stack: @unchecked Sendable {
+    // SAFETY: the process handle and paths are set in init and only read afterwards; tests use one stack per suite.
+    let directory: URL
+    let database: String
+    let port: Int
+    let clientID = "e2e-client.apps.googleusercontent.com"
+    let otherClientID = "e2e-other.apps.googleusercontent.com"
+    let siteOrigin: String
+    var kid = ""
+    private var server: Process?
+    private let extraEnvironment: [String: String]
+    /// libpq settings of the cluster this stack uses (the shared test cluster unless a test brings its own).
+    let postgres: [String: String]
+
+    init(_ name: String, environment: [String: String] = [:], postgres: [String: String] = [:]) throws {
+        guard ProcessInfo.processInfo.environment["PGHOST"] != nil else {
+            throw StackError("end-to-end tests need the test cluster: run them with `make test`")
+        }
+        directory = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("tokensignin-e2e-\(name)-\(getpid())")
+        try? FileManager.default.removeItem(at: directory)
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        database = "e2e_\(name.lowercased())_\(getpid())"
+        port = 20000 + Int(UInt32.random(in: 0..<20000)) / 2 * 2
+        siteOrigin = "https://127.0.0.1:\(port)"
+        extraEnvironment = environment
+        self.postgres = postgres
+
+        try psql("DROP DATABASE IF EXISTS \(database)", database: "postgres")
+        try psql("CREATE DATABASE \(database)", database: "postgres")
+        let migrate = try run(Paths.binary, ["migrate"], environment: databaseEnvironment)
+        guard migrate.status == 0 else { throw StackError("migrate failed: \(migrate.stderr)") }
+
+        let keys = directory.appendingPathComponent("keys").path
+        let keygen = try run(Paths.binary, ["dev", "keygen", "--out", keys])
+        guard keygen.status == 0 else { throw StackError("keygen failed: \(keygen.stderr)") }
+        kid = try String(contentsOfFile: keys + "/kid", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+
+        try startServer()
+        let nginx = try run(Paths.script("nginx-local"), ["start", directory.appendingPathComponent("nginx").path, String(port), socketPath],
+                            environment: ["NGINX_RATE_LIMIT": "off"])
+        guard nginx.status == 0 else { throw StackError("nginx failed: \(nginx.stderr)") }
+    }
+
+    var socketPath: String { directory.appendingPathComponent("fcgi.sock").path }
+    var keyPath: String { directory.appendingPathComponent("keys/dev-signing-key.pem").path }
+    var jwksPath: String { directory.appendingPathComponent("keys/dev-jwks.json").path }
+    var logPath: String { directory.appendingPathComponent("tokensignin.log").path }
+
+    var databaseEnvironment: [String: String] { postgres.merging(["PGDATABASE": database]) { $1 } }
+
+    var serverEnvironment: [String: String] {
+        databaseEnvironment.merging([
+            "TOKENSIGNIN_LISTEN": socketPath,
+            "TOKENSIGNIN_CLIENT_IDS": "\(clientID),\(otherClientID)",
+            "TOKENSIGNIN_JWKS_FILE": jwksPath,
+            "TOKENSIGNIN_WORKERS": "4",
+            "TOKENSIGNIN_SITE_ORIGINS": siteOrigin,
+            "TOKENSIGNIN_SIGNIN_REDIRECT": "/welcome",
+        ]) { $1 }.merging(extraEnvironment) { $1 }
+    }
+
+    func startServer() throws {
+        try? FileManager.default.removeItem(atPath: socketPath)
+        FileManager.default.createFile(atPath: logPath, contents: nil)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: Paths.binary)
+        process.arguments = ["serve"]
+        process.environment = ProcessInfo.processInfo.environment.merging(serverEnvironment) { $1 }
+        let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
+        log.seekToEndOfFile()
+        process.standardOutput = log
+        process.standardError = log
+        try process.run()
+        server = process
+        for _ in 0..<200 where !FileManager.default.fileExists(atPath: socketPath) {
+            guard process.isRunning else { throw StackError("serve exited: \(serverLog)") }
+            usleep(25_000)
+        }
+        guard FileManager.default.fileExists(atPath: socketPath) else { throw StackError("serve did not listen: \(serverLog)") }
+    }
+
+    func stopServer() {
+        guard let server, server.isRunning else { return }
+        server.terminate()
+        server.waitUntilExit()
+    }
+
+    var serverLog: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
+
+    func shutdown() {
+        _ = try? run(Paths.script("nginx-local"), ["stop", directory.appendingPathComponent("nginx").path])
+        stopServer()
+        _ = try? psql("DROP DATABASE IF EXISTS \(database) WITH (FORCE)", database: "postgres")
+    }
+
+    deinit { shutdown() }
+
+    // MARK: tokens
+
+    /// A development ID token signed by this stack's key (the server trusts it through TOKENSIGNIN_JWKS_FILE).
+    func token(sub: String, aud: String? = nil, email: String? = nil, name: String? = nil, hd: String? = nil,
+               iat: Int? = nil, ttl: Int? = nil, key: String? = nil, kid: String? = nil) throws -> String {
+        var arguments = ["dev", "token", "--key", key ?? keyPath, "--kid", kid ?? self.kid, "--aud", aud ?? clientID, "--sub", sub]
+        if let email { arguments += ["--email", email] }
+        if let name { arguments += ["--name", name] }
+        if let hd { arguments += ["--hd", hd] }
+        if let iat { arguments += ["--iat", String(iat)] }
+        if let ttl { arguments += ["--ttl", String(ttl)] }
+        let result = try run(Paths.binary, arguments)
+        guard result.status == 0 else { throw StackError("dev token failed: \(result.stderr)") }
+        return result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    // MARK: HTTP through nginx
+
+    func request(_ method: String, _ path: String, headers: [String: String] = [:], body: String? = nil) throws -> Answer {
+        var arguments = ["-sk", "-X", method, "-D", "-", "-o", "-", "--max-time", "20", "https://127.0.0.1:\(port)\(path)"]
+        for (name, value) in headers.sorted(by: { $0.key < $1.key }) { arguments += ["-H", "\(name): \(value)"] }
+        if let body { arguments += ["--data-binary", "@-"] }
+        let result = try run("/usr/bin/curl", arguments, stdin: body)
+        return try parse(result.stdout)
+    }
+
+    func signIn(_ token: String, userAgent: String = "e2e-test") throws -> Answer {
+        try request("POST", "/tokensignin", headers: ["Content-Type": "application/json", "User-Agent": userAgent],
+                    body: #"{"idToken":"\#(token)"}"#)
+    }
+
+    private func parse(_ raw: String) throws -> Answer {
+        guard let split = raw.range(of: "\r\n\r\n") else { throw StackError("no HTTP answer: \(raw)") }
+        let lines = raw[..<split.lowerBound].components(separatedBy: "\r\n")
+        guard let statusLine = lines.first, let status = Int(statusLine.split(separator: " ").dropFirst().first ?? "") else {
+            throw StackError("bad status line: \(raw)")
+        }
+        let headers = lines.dropFirst().compactMap { line -> (name: String, value: String)? in
+            guard let colon = line.firstIndex(of: ":") else { return nil }
+            return (String(line[..<colon]), line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces))
+        }
+        return Answer(status: status, headers: headers, body: String(raw[split.upperBound...]))
+    }
+
+    // MARK: database
+
+    /// Runs SQL with psql and returns the rows as arrays of text.
+    @discardableResult
+    func psql(_ sql: String, database: String? = nil) throws -> [[String]] {
+        let result = try run("/usr/bin/psql", ["-X", "-q", "-t", "-A", "-F", "\u{1f}", "-v", "ON_ERROR_STOP=1",
+                                               "-d", database ?? self.database, "-c", sql], environment: postgres)
+        guard result.status == 0 else { throw StackError("psql failed: \(result.stderr)") }
+        return result.stdout.split(separator: "\n", omittingEmptySubsequences: true).map {
+            $0.split(separator: "\u{1f}", omittingEmptySubsequences: false).map(String.init)
+        }
+    }
+
+    func count(_ sqlFrom: String) throws -> Int {
+        Int(try psql("SELECT count(*) FROM \(sqlFrom)").first?.first ?? "") ?? -1
+    }
+}
+
+struct StackError: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}
