@@ -1,2 +1,0 @@
-// SignIn module (placeholder until its first implementation lands).
-enum SignInPlaceholder {}
