@@ -9,53 +9,58 @@ private func parse(_ contentType: String?, _ body: String, cookie: String? = nil
     try SignInRequest.parse(contentType: contentType, body: Array(body.utf8), cookieHeader: cookie)
 }
 
-private let deepArray = String(repeating: "[", count: 40) + String(repeating: "]", count: 40)
-private let deepMember = #"{"a":"# + deepArray + "}"
+/// `{"idToken":"x","a":` + `depth` nested arrays/objects + `}`.
+private func nested(_ depth: Int) -> String {
+    #"{"idToken":"x","a":"# + String(repeating: #"[{"b":"#, count: depth / 2) + "1"
+        + String(repeating: "}]", count: depth / 2) + "}"
+}
+private let deepArray = nested(40)
+private let deepMember = nested(64)
 
 /// (content type, body, expected code)
 private let refusedBodies: [(String?, String, SignInError.Code)] = [
-        (nil, #"{"idToken":"x"}"#, .unsupportedMediaType),
-        ("", #"{"idToken":"x"}"#, .unsupportedMediaType),
-        ("text/plain", "idtoken=x", .unsupportedMediaType),
-        ("multipart/form-data; boundary=x", "idtoken=x", .unsupportedMediaType),
-        ("application/jsonx", #"{"idToken":"x"}"#, .unsupportedMediaType),
-        ("application/json; charset=latin1", #"{"idToken":"x"}"#, .unsupportedMediaType),
-        ("application/json; charset", #"{"idToken":"x"}"#, .unsupportedMediaType),
-        ("application/json", "", .malformedBody),
-        ("application/json", "[]", .malformedBody),
-        ("application/json", #""idToken""#, .malformedBody),
-        ("application/json", "{", .malformedBody),
-        ("application/json", #"{"idToken":"x"} {}"#, .malformedBody),
-        ("application/json", #"{"idToken":"x",}"#, .malformedBody),
-        ("application/json", #"{"idToken":1}"#, .malformedBody),
-        ("application/json", #"{"idToken":null}"#, .malformedBody),
-        ("application/json", #"{"idToken":"x","idToken":"y"}"#, .malformedBody),
-        ("application/json", #"{'idToken':'x'}"#, .malformedBody),
-        ("application/json", #"{"idToken":"x\q"}"#, .malformedBody),
-        ("application/json", #"{"idToken":"\ud83d"}"#, .malformedBody),
-        ("application/json", #"{"idToken":"\ude00x"}"#, .malformedBody),
-        ("application/json", "{\"idToken\":\"a\u{1}b\"}", .malformedBody),
-        ("application/json", #"{"a":01,"idToken":"x"}"#, .malformedBody),
-        ("application/json", #"{"a":tru,"idToken":"x"}"#, .malformedBody),
-        ("application/json", #"{"a":1.,"idToken":"x"}"#, .malformedBody),
-        ("application/json", deepArray, .malformedBody),
-        ("application/json", deepMember, .malformedBody),
-        ("application/json", "{}", .missingToken),
-        ("application/json", #"{"idtoken":"x"}"#, .missingToken),
-        ("application/json", #"{"idToken":""}"#, .missingToken),
-        ("application/x-www-form-urlencoded", "idtoken=%zz", .malformedBody),
-        ("application/x-www-form-urlencoded", "idtoken=abc%", .malformedBody),
-        ("application/x-www-form-urlencoded", "idtoken=abc%4", .malformedBody),
-        ("application/x-www-form-urlencoded", "idtoken=%C3%28", .malformedBody),
-        ("application/x-www-form-urlencoded", "idtoken=%FF", .malformedBody),
-        ("application/x-www-form-urlencoded", "idtoken=a&idtoken=b", .malformedBody),
-        ("application/x-www-form-urlencoded", "idtoken=a&credential=b&g_csrf_token=c", .malformedBody),
-        ("application/x-www-form-urlencoded", "credential=a&credential=b&g_csrf_token=c", .malformedBody),
-        ("application/x-www-form-urlencoded", "credential=a&g_csrf_token=c&g_csrf_token=c", .malformedBody),
-        ("application/x-www-form-urlencoded", "", .missingToken),
-        ("application/x-www-form-urlencoded", "idtoken=", .missingToken),
-        ("application/x-www-form-urlencoded", "idtoken", .missingToken),
-        ("application/x-www-form-urlencoded", "idToken=x", .missingToken),
+    (nil, #"{"idToken":"x"}"#, .unsupportedMediaType),
+    ("", #"{"idToken":"x"}"#, .unsupportedMediaType),
+    ("text/plain", "idtoken=x", .unsupportedMediaType),
+    ("multipart/form-data; boundary=x", "idtoken=x", .unsupportedMediaType),
+    ("application/jsonx", #"{"idToken":"x"}"#, .unsupportedMediaType),
+    ("application/json; charset=latin1", #"{"idToken":"x"}"#, .unsupportedMediaType),
+    ("application/json; charset", #"{"idToken":"x"}"#, .unsupportedMediaType),
+    ("application/json", "", .malformedBody),
+    ("application/json", "[]", .malformedBody),
+    ("application/json", #""idToken""#, .malformedBody),
+    ("application/json", "{", .malformedBody),
+    ("application/json", #"{"idToken":"x"} {}"#, .malformedBody),
+    ("application/json", #"{"idToken":"x",}"#, .malformedBody),
+    ("application/json", #"{"idToken":1}"#, .malformedBody),
+    ("application/json", #"{"idToken":null}"#, .malformedBody),
+    ("application/json", #"{"idToken":"x","idToken":"y"}"#, .malformedBody),
+    ("application/json", #"{'idToken':'x'}"#, .malformedBody),
+    ("application/json", #"{"idToken":"x\q"}"#, .malformedBody),
+    ("application/json", #"{"idToken":"\ud83d"}"#, .malformedBody),
+    ("application/json", #"{"idToken":"\ude00x"}"#, .malformedBody),
+    ("application/json", "{\"idToken\":\"a\u{1}b\"}", .malformedBody),
+    ("application/json", #"{"a":01,"idToken":"x"}"#, .malformedBody),
+    ("application/json", #"{"a":tru,"idToken":"x"}"#, .malformedBody),
+    ("application/json", #"{"a":1.,"idToken":"x"}"#, .malformedBody),
+    ("application/json", deepArray, .malformedBody),
+    ("application/json", deepMember, .malformedBody),
+    ("application/json", "{}", .missingToken),
+    ("application/json", #"{"idtoken":"x"}"#, .missingToken),
+    ("application/json", #"{"idToken":""}"#, .missingToken),
+    ("application/x-www-form-urlencoded", "idtoken=%zz", .malformedBody),
+    ("application/x-www-form-urlencoded", "idtoken=abc%", .malformedBody),
+    ("application/x-www-form-urlencoded", "idtoken=abc%4", .malformedBody),
+    ("application/x-www-form-urlencoded", "idtoken=%C3%28", .malformedBody),
+    ("application/x-www-form-urlencoded", "idtoken=%FF", .malformedBody),
+    ("application/x-www-form-urlencoded", "idtoken=a&idtoken=b", .malformedBody),
+    ("application/x-www-form-urlencoded", "idtoken=a&credential=b&g_csrf_token=c", .malformedBody),
+    ("application/x-www-form-urlencoded", "credential=a&credential=b&g_csrf_token=c", .malformedBody),
+    ("application/x-www-form-urlencoded", "credential=a&g_csrf_token=c&g_csrf_token=c", .malformedBody),
+    ("application/x-www-form-urlencoded", "", .missingToken),
+    ("application/x-www-form-urlencoded", "idtoken=", .missingToken),
+    ("application/x-www-form-urlencoded", "idtoken", .missingToken),
+    ("application/x-www-form-urlencoded", "idToken=x", .missingToken),
     ]
 
 @Suite struct SignInRequestTests {
@@ -70,6 +75,10 @@ private let refusedBodies: [(String?, String, SignInError.Code)] = [
     @Test func jsonIgnoresOtherMembersButValidatesThem() throws {
         let body = #" { "a": [1, -2.5e+3, true, false, null, {"b": "\u00e9\ud83d\ude00"}], "idToken":"\#(token)", "z": 0 } "#
         #expect(try parse("application/json", body) == .json(idToken: token))
+    }
+
+    @Test func jsonNestedWithinTheDepthLimitIsAccepted() throws {
+        #expect(try parse("application/json", nested(SignInRequest.maxJSONDepth - 2)) == .json(idToken: "x"))
     }
 
     @Test func jsonStringEscapesAreDecoded() throws {
