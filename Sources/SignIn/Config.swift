@@ -252,7 +252,7 @@ public struct Configuration: Sendable, Equatable {
         var lines = ["Settings (environment variable, or the flag after it, which wins):"]
         for setting in Setting.allCases {
             let names = "\(setting.variable), \(setting.flag)"
-            lines.append("  " + names.padding(to: 52) + setting.help)
+            lines.append("  " + names.paddedRight(to: 52) + setting.help)
         }
         lines.append("Durations: seconds (90) or a number with s, m, h or d (15m, 12h, 30d).")
         return lines.joined(separator: "\n")
@@ -353,7 +353,8 @@ public struct Configuration: Sendable, Equatable {
 }
 
 extension String {
-    func padding(to width: Int) -> String {
+    /// The string followed by spaces up to `width` columns (at least one space).
+    fileprivate func paddedRight(to width: Int) -> String {
         count >= width ? self + " " : self + String(repeating: " ", count: width - count)
     }
 }

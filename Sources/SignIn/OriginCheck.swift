@@ -114,6 +114,16 @@ public struct OriginCheck: Sendable {
         return .refused(reason: "no Origin and Sec-Fetch-Site is not same-origin")
     }
 
+    /// The login-CSRF guard for `POST /tokensignin` with a `.json` or `.form` body: a browser always sends
+    /// `Origin` on a POST, native apps do not. Allowed when there is no `Origin` (a native client) or it is a
+    /// site origin; refused otherwise, so another site cannot post its own ID token from a victim's browser
+    /// and sign the victim into the attacker's account. Not for `.webForm`, which Google posts cross-site
+    /// and the `g_csrf_token` cookie protects.
+    public func decideTokenPost(origin: String?) -> Decision {
+        guard let origin else { return .allowed }
+        return decide(origin: origin, secFetchSite: nil)
+    }
+
     /// `decide(origin:secFetchSite:) == .allowed`.
     public func allows(origin: String?, secFetchSite: String?) -> Bool {
         decide(origin: origin, secFetchSite: secFetchSite) == .allowed

@@ -67,6 +67,18 @@ private let check = OriginCheck(siteOrigins: [Origin(parsing: "https://example.c
         #expect(check.decide(origin: nil, secFetchSite: nil) == .refused(reason: "no Origin and Sec-Fetch-Site is not same-origin"))
     }
 
+    /// (Origin header, allowed): the login-CSRF guard for JSON and form sign-ins.
+    @Test(arguments: [
+        (nil, true),
+        ("https://example.com", true),
+        ("https://evil.example", false),
+        ("null", false),
+        ("", false),
+    ] as [(String?, Bool)])
+    func tokenPostIsAllowedFromNativeClientsAndSiteOrigins(origin: String?, allowed: Bool) {
+        #expect((check.decideTokenPost(origin: origin) == .allowed) == allowed)
+    }
+
     @Test func noSiteOriginsAllowsOnlySameOriginFetches() {
         let empty = OriginCheck(siteOrigins: [])
         #expect(!empty.allows(origin: "https://example.com", secFetchSite: nil))
