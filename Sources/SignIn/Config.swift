@@ -320,10 +320,8 @@ public struct Configuration: Sendable, Equatable {
         let scheme = url[..<separator.lowerBound].lowercased()
         let rest = url[separator.upperBound...]
         let authority = rest.prefix(while: { $0 != "/" && $0 != "?" && $0 != "#" })
-        guard !authority.isEmpty, !authority.contains("@") else { return false }
-        if scheme == "https" { return true }
-        guard scheme == "http" else { return false }
-        return Origin(parsing: "http://\(authority)")?.isLoopback ?? false
+        guard scheme == "https" || scheme == "http", let origin = Origin(parsing: "\(scheme)://\(authority)") else { return false }
+        return scheme == "https" || origin.isLoopback
     }
 
     static func isDomainName(_ domain: String) -> Bool {

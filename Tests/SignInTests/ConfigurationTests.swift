@@ -47,6 +47,12 @@ private func rendered(_ config: Configuration, _ setting: Configuration.Setting)
         #expect(rendered(try configuration(), setting) == expected)
     }
 
+    @Test(arguments: ["https://www.googleapis.com/oauth2/v3/certs", "HTTPS://keys.example:8443/jwks?x=1", "http://localhost/certs",
+                      "http://127.0.0.1:8080", "http://[::1]:9/certs"])
+    func keySetURLOverHTTPSOrLoopbackHTTPIsAccepted(url: String) throws {
+        #expect(try configuration(["TOKENSIGNIN_JWKS_URL": url]).jwksURL == url)
+    }
+
     @Test func conninfoIsEmptyWithoutDatabaseURLSoLibpqReadsPGVariables() throws {
         #expect(try configuration().conninfo == "")
         #expect(try configuration(["TOKENSIGNIN_DATABASE_URL": "postgresql:///signin"]).conninfo == "postgresql:///signin")
@@ -145,6 +151,8 @@ private func rendered(_ config: Configuration, _ setting: Configuration.Setting)
         ("TOKENSIGNIN_JWKS_URL", "https://user@example.com/certs"),
         ("TOKENSIGNIN_JWKS_URL", "http://localhost.evil.example/certs"),
         ("TOKENSIGNIN_JWKS_URL", "https://exa mple.com/"),
+        ("TOKENSIGNIN_JWKS_URL", "https://:443/certs"),
+        ("TOKENSIGNIN_JWKS_URL", "www.googleapis.com/oauth2/v3/certs"),
         ("TOKENSIGNIN_LISTEN", "/run/a b.sock"),
         ("TOKENSIGNIN_WORKERS", "0"),
         ("TOKENSIGNIN_WORKERS", "1025"),
