@@ -1,0 +1,222 @@
+// HTTP answers: the reply struct, the documented JSON error bodies, a small JSON encoder and RFC 3339 time.
+
+/// One HTTP answer, independent of the FastCGI module (the router maps it to `FastCGI.Response`).
+public struct HTTPReply: Sendable {
+    public var status: Int
+    /// Header fields in order; `Set-Cookie` may repeat.
+    public var headers: [(String, String)]
+    public var body: [UInt8]
+
+    public init(status: Int, headers: [(String, String)] = [], body: [UInt8] = []) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
+
+    /// The first value of header `name` (case-insensitive), or nil.
+    public func header(_ name: String) -> String? {
+        let wanted = name.lowercased()
+        return headers.first(where: { $0.0.lowercased() == wanted })?.1
+    }
+
+    /// A JSON answer with `Content-Type: application/json` and `Cache-Control: no-store`, then `headers`
+    /// (e.g. `Set-Cookie`).
+    public static func json(status: Int = 200, _ value: JSONValue, headers: [(String, String)] = []) -> HTTPReply {
+        var body = value.encoded()
+        body.append(UInt8(ascii: "\n"))
+        return HTTPReply(status: status, headers: jsonHeaders + headers, body: body)
+    }
+
+    /// `303 See Other` to `location` (the web form flow), `Cache-Control: no-store`, then `headers`.
+    public static func seeOther(_ location: String, headers: [(String, String)] = []) -> HTTPReply {
+        HTTPReply(status: 303, headers: [("Location", location), ("Cache-Control", "no-store")] + headers)
+    }
+
+    /// `{"error": code, "error_description": description}` with the status that goes with the code.
+    public static func error(_ code: ErrorCode, _ description: String, headers: [(String, String)] = []) -> HTTPReply {
+        json(status: code.status, .object([("error", .string(code.rawValue)), ("error_description", .string(description))]),
+             headers: headers)
+    }
+
+    /// `405 method_not_allowed` with `Allow` listing the methods the path supports.
+    public static func methodNotAllowed(allow: [String]) -> HTTPReply {
+        error(.methodNotAllowed, "method not allowed", headers: [("Allow", allow.joined(separator: ", "))])
+    }
+
+    /// `503 temporarily_unavailable` with `Retry-After` in seconds (database or Google's keys unavailable).
+    public static func temporarilyUnavailable(retryAfter seconds: Int, _ description: String = "service temporarily unavailable") -> HTTPReply {
+        error(.temporarilyUnavailable, description, headers: [("Retry-After", String(max(seconds, 0)))])
+    }
+
+    /// The answer to a refused `SignInRequest` (see docs/http.md): 415, 400 or 403 with a fixed description
+    /// that never echoes the body. An `.invalidConfiguration` error never reaches here in practice; it maps
+    /// to `500 server_error` rather than blaming the client.
+    public static func error(for error: SignInError) -> HTTPReply {
+        switch error.code {
+        case .unsupportedMediaType:
+            return .error(.unsupportedMediaType, "send application/json or application/x-www-form-urlencoded")
+        case .malformedBody:
+            return .error(.invalidRequest, "the request body is malformed")
+        case .missingToken:
+            return .error(.invalidRequest, "the request carries no ID token")
+        case .tokenTooLarge:
+            return .error(.invalidRequest, "the ID token is too long")
+        case .csrfMismatch:
+            return .error(.csrfCheckFailed, "the CSRF token does not match its cookie")
+        default:
+            return .error(.serverError, "the server is misconfigured")
+        }
+    }
+
+    static let jsonHeaders = [("Content-Type", "application/json"), ("Cache-Control", "no-store")]
+}
+
+/// The `error` codes of JSON error bodies, each with its status (docs/http.md).
+public enum ErrorCode: String, Sendable, CaseIterable {
+    /// 400: malformed body, missing or overlong token.
+    case invalidRequest = "invalid_request"
+    /// 401: the ID token failed verification (any reason; the reason goes to logs only).
+    case invalidToken = "invalid_token"
+    /// 403: the account may not sign in (hosted domain not allowed, account disabled or blocked).
+    case accessDenied = "access_denied"
+    /// 403: a cross-site request forgery defence refused the request (g_csrf_token or Origin check).
+    case csrfCheckFailed = "csrf_check_failed"
+    /// 404: no such path.
+    case notFound = "not_found"
+    /// 405: the path exists, the method does not (with `Allow`).
+    case methodNotAllowed = "method_not_allowed"
+    /// 413: the body exceeds the cap.
+    case requestTooLarge = "request_too_large"
+    /// 415: unsupported Content-Type.
+    case unsupportedMediaType = "unsupported_media_type"
+    /// 500: a fault of the server itself, never of the input.
+    case serverError = "server_error"
+    /// 503: database or Google's keys unavailable (with `Retry-After`).
+    case temporarilyUnavailable = "temporarily_unavailable"
+
+    public var status: Int {
+        switch self {
+        case .invalidRequest: 400
+        case .invalidToken: 401
+        case .accessDenied, .csrfCheckFailed: 403
+        case .notFound: 404
+        case .methodNotAllowed: 405
+        case .requestTooLarge: 413
+        case .unsupportedMediaType: 415
+        case .serverError: 500
+        case .temporarilyUnavailable: 503
+        }
+    }
+}
+
+/// A JSON value to encode; objects keep their key order. Built by hand for the few small bodies we send.
+public indirect enum JSONValue: Sendable, Equatable {
+    case null
+    case bool(Bool)
+    case int(Int64)
+    case string(String)
+    case array([JSONValue])
+    case object([(String, JSONValue)])
+
+    /// A string, or `null` when nil (optional claims such as `name`).
+    public static func string(_ value: String?) -> JSONValue { value.map { .string($0) } ?? .null }
+
+    /// Compact UTF-8 JSON.
+    public func encoded() -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(256)
+        write(into: &out)
+        return out
+    }
+
+    /// Compact JSON as a String.
+    public var json: String { String(decoding: encoded(), as: UTF8.self) }
+
+    func write(into out: inout [UInt8]) {
+        switch self {
+        case .null: out.append(contentsOf: "null".utf8)
+        case .bool(let value): out.append(contentsOf: (value ? "true" : "false").utf8)
+        case .int(let value): out.append(contentsOf: String(value).utf8)
+        case .string(let value): JSONValue.writeString(value, into: &out)
+        case .array(let items):
+            out.append(UInt8(ascii: "["))
+            for (index, item) in items.enumerated() {
+                if index > 0 { out.append(UInt8(ascii: ",")) }
+                item.write(into: &out)
+            }
+            out.append(UInt8(ascii: "]"))
+        case .object(let members):
+            out.append(UInt8(ascii: "{"))
+            for (index, (key, value)) in members.enumerated() {
+                if index > 0 { out.append(UInt8(ascii: ",")) }
+                JSONValue.writeString(key, into: &out)
+                out.append(UInt8(ascii: ":"))
+                value.write(into: &out)
+            }
+            out.append(UInt8(ascii: "}"))
+        }
+    }
+
+    /// Writes a quoted JSON string (RFC 8259): `"` and `\` escaped, control characters as `\n`-style or
+    /// `\u00XX`, U+2028/U+2029 as `\u2028`/`\u2029` (harmless, and safe if ever embedded in a script).
+    /// A Swift String is always valid Unicode, so the output is always valid UTF-8.
+    public static func writeString(_ string: String, into out: inout [UInt8]) {
+        out.append(UInt8(ascii: "\""))
+        for scalar in string.unicodeScalars {
+            switch scalar.value {
+            case 0x22: out.append(contentsOf: #"\""#.utf8)
+            case 0x5C: out.append(contentsOf: #"\\"#.utf8)
+            case 0x0A: out.append(contentsOf: #"\n"#.utf8)
+            case 0x0D: out.append(contentsOf: #"\r"#.utf8)
+            case 0x09: out.append(contentsOf: #"\t"#.utf8)
+            case 0x08: out.append(contentsOf: #"\b"#.utf8)
+            case 0x0C: out.append(contentsOf: #"\f"#.utf8)
+            case 0x00..<0x20, 0x7F, 0x2028, 0x2029:
+                out.append(contentsOf: #"\u"#.utf8)
+                let hex = Array("0123456789abcdef".utf8)
+                for shift in stride(from: 12, through: 0, by: -4) {
+                    out.append(hex[Int((scalar.value >> UInt32(shift)) & 0xF)])
+                }
+            default:
+                out.append(contentsOf: String(scalar).utf8)
+            }
+        }
+        out.append(UInt8(ascii: "\""))
+    }
+
+    public static func == (lhs: JSONValue, rhs: JSONValue) -> Bool { lhs.encoded() == rhs.encoded() }
+}
+
+/// RFC 3339 timestamps in UTC, by arithmetic (no Foundation, no time zone database).
+public enum RFC3339 {
+    /// The earliest and latest instants with a four-digit year: 0000-01-01T00:00:00Z, 9999-12-31T23:59:59Z.
+    public static let representable: ClosedRange<Int64> = -62_167_219_200 ... 253_402_300_799
+
+    /// Formats Unix seconds as `YYYY-MM-DDTHH:MM:SSZ`; instants outside `representable` are clamped to it.
+    public static func format(unixSeconds: Int64) -> String {
+        let seconds = min(max(unixSeconds, representable.lowerBound), representable.upperBound)
+        let days = seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400
+        let secondOfDay = seconds - days * 86_400
+        let (year, month, day) = civil(fromDays: days)
+        return pad(year, 4) + "-" + pad(month, 2) + "-" + pad(day, 2) + "T"
+            + pad(secondOfDay / 3_600, 2) + ":" + pad(secondOfDay / 60 % 60, 2) + ":" + pad(secondOfDay % 60, 2) + "Z"
+    }
+
+    /// Proleptic Gregorian date of a day count since 1970-01-01 (H. Hinnant's `civil_from_days`).
+    static func civil(fromDays days: Int64) -> (year: Int64, month: Int64, day: Int64) {
+        let z = days + 719_468
+        let era = (z >= 0 ? z : z - 146_096) / 146_097
+        let dayOfEra = z - era * 146_097
+        let yearOfEra = (dayOfEra - dayOfEra / 1_460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
+        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
+        let monthIndex = (5 * dayOfYear + 2) / 153
+        let day = dayOfYear - (153 * monthIndex + 2) / 5 + 1
+        let month = monthIndex < 10 ? monthIndex + 3 : monthIndex - 9
+        return (yearOfEra + era * 400 + (month <= 2 ? 1 : 0), month, day)
+    }
+
+    static func pad(_ value: Int64, _ width: Int) -> String {
+        let digits = String(value)
+        return digits.count >= width ? digits : String(repeating: "0", count: width - digits.count) + digits
+    }
+}

@@ -1,0 +1,273 @@
+// Configuration: defaults, flags over environment, and a message naming the setting for every bad value.
+
+import Testing
+@testable import SignIn
+
+private let base = ["TOKENSIGNIN_CLIENT_IDS": "web.apps.googleusercontent.com"]
+
+private func configuration(_ environment: [String: String] = [:], _ arguments: [String] = []) throws(SignInError) -> Configuration {
+    try Configuration(environment: base.merging(environment) { _, new in new }, arguments: arguments, processorCount: 4)
+}
+
+/// One setting's value rendered as text, so tables can compare any field.
+private func rendered(_ config: Configuration, _ setting: Configuration.Setting) -> String {
+    switch setting {
+    case .clientIDs: config.clientIDs.joined(separator: "|")
+    case .jwksURL: config.jwksURL
+    case .jwksFile: config.jwksFile ?? "nil"
+    case .listen: config.listen ?? "nil"
+    case .workers: String(config.workers)
+    case .hostedDomains: config.hostedDomains.joined(separator: "|")
+    case .clockSkew: String(config.clockSkew)
+    case .databaseURL: config.databaseURL ?? "nil"
+    case .sessionTTL: String(config.sessionTTL)
+    case .sessionIdleTTL: String(config.sessionIdleTTL)
+    case .cookieName: config.cookieName
+    case .siteOrigins: config.siteOrigins.map(\.description).joined(separator: "|")
+    case .signInRedirect: config.signInRedirect
+    }
+}
+
+@Suite struct ConfigurationTests {
+    @Test(arguments: [
+        (Configuration.Setting.jwksURL, "https://www.googleapis.com/oauth2/v3/certs"),
+        (.jwksFile, "nil"),
+        (.listen, "nil"),
+        (.workers, "8"),
+        (.hostedDomains, ""),
+        (.clockSkew, "60"),
+        (.databaseURL, "nil"),
+        (.sessionTTL, "2592000"),
+        (.sessionIdleTTL, "604800"),
+        (.cookieName, "__Host-tokensignin"),
+        (.siteOrigins, ""),
+        (.signInRedirect, "/"),
+    ])
+    func unsetSettingTakesItsDefault(setting: Configuration.Setting, expected: String) throws {
+        #expect(rendered(try configuration(), setting) == expected)
+    }
+
+    @Test(arguments: ["https://www.googleapis.com/oauth2/v3/certs", "HTTPS://keys.example:8443/jwks?x=1", "http://localhost/certs",
+                      "http://127.0.0.1:8080", "http://[::1]:9/certs"])
+    func keySetURLOverHTTPSOrLoopbackHTTPIsAccepted(url: String) throws {
+        #expect(try configuration(["TOKENSIGNIN_JWKS_URL": url]).jwksURL == url)
+    }
+
+    @Test func conninfoIsEmptyWithoutDatabaseURLSoLibpqReadsPGVariables() throws {
+        #expect(try configuration().conninfo == "")
+        #expect(try configuration(["TOKENSIGNIN_DATABASE_URL": "postgresql:///signin"]).conninfo == "postgresql:///signin")
+    }
+
+    @Test(arguments: [(1, 2), (4, 8), (0, 2), (100_000, 1024)])
+    func defaultWorkersAreTwoPerCoreWithinBounds(cores: Int, workers: Int) {
+        #expect(Configuration.defaultWorkers(processorCount: cores) == workers)
+    }
+
+    /// (setting, environment value, flag value, expected rendering of the flag value)
+    @Test(arguments: [
+        (Configuration.Setting.clientIDs, "env-id", " a , b ", "a|b"),
+        (.jwksURL, "https://env.example/certs", "http://127.0.0.1:8080/certs", "http://127.0.0.1:8080/certs"),
+        (.jwksFile, "/env.json", "/flag.json", "/flag.json"),
+        (.listen, "/run/env.sock", "127.0.0.1:9000", "127.0.0.1:9000"),
+        (.workers, "3", "5", "5"),
+        (.hostedDomains, "env.example", "Example.COM,b.example", "example.com|b.example"),
+        (.clockSkew, "10", "0", "0"),
+        (.databaseURL, "postgresql://env/db", "postgres://flag/db", "postgres://flag/db"),
+        (.sessionTTL, "1d", "12h", "43200"),
+        (.sessionIdleTTL, "1h", "15m", "900"),
+        (.cookieName, "env_cookie", "sid", "sid"),
+        (.siteOrigins, "https://env.example", "HTTPS://Example.com:443,http://localhost:8080", "https://example.com|http://localhost:8080"),
+        (.signInRedirect, "/env", "/welcome?x=1", "/welcome?x=1"),
+    ])
+    func flagOverridesEnvironment(setting: Configuration.Setting, environment: String, flag: String, expected: String) throws {
+        let env = [setting.variable: environment]
+        #expect(rendered(try configuration(env, [setting.flag, flag]), setting) == expected)
+        #expect(rendered(try configuration(env, ["\(setting.flag)=\(flag)"]), setting) == expected)
+    }
+
+    @Test(arguments: Configuration.Setting.allCases)
+    func flagIsTheVariableInKebabCaseWithoutPrefix(setting: Configuration.Setting) {
+        let expected = "--" + setting.variable.dropFirst("TOKENSIGNIN_".count).lowercased().replacing("_", with: "-")
+        #expect(setting.flag == expected)
+        #expect(Configuration.usage.contains(setting.variable))
+        #expect(Configuration.usage.contains(setting.flag))
+    }
+
+    @Test func flagNamesAreTheContractNames() {
+        #expect(Configuration.Setting.allCases.map(\.variable) == [
+            "TOKENSIGNIN_CLIENT_IDS", "TOKENSIGNIN_JWKS_URL", "TOKENSIGNIN_JWKS_FILE", "TOKENSIGNIN_LISTEN",
+            "TOKENSIGNIN_WORKERS", "TOKENSIGNIN_HOSTED_DOMAINS", "TOKENSIGNIN_CLOCK_SKEW", "TOKENSIGNIN_DATABASE_URL",
+            "TOKENSIGNIN_SESSION_TTL", "TOKENSIGNIN_SESSION_IDLE_TTL", "TOKENSIGNIN_COOKIE_NAME",
+            "TOKENSIGNIN_SITE_ORIGINS", "TOKENSIGNIN_SIGNIN_REDIRECT",
+        ])
+        #expect(Configuration.Setting.clientIDs.flag == "--client-ids")
+        #expect(Configuration.Setting.signInRedirect.flag == "--signin-redirect")
+    }
+
+    @Test func missingClientIDsIsRequired() {
+        #expect(throws: SignInError.self) { try Configuration(environment: [:], processorCount: 1) }
+        do {
+            _ = try Configuration(environment: ["TOKENSIGNIN_CLIENT_IDS": "  "], processorCount: 1)
+            Issue.record("accepted")
+        } catch {
+            #expect(error.description == "TOKENSIGNIN_CLIENT_IDS is required")
+        }
+    }
+
+    @Test func emptyValueCountsAsUnsetAndAFlagCanResetToDefault() throws {
+        #expect(try configuration(["TOKENSIGNIN_LISTEN": ""]).listen == nil)
+        #expect(try configuration(["TOKENSIGNIN_LISTEN": "/run/a.sock"], ["--listen="]).listen == nil)
+        #expect(try configuration(["TOKENSIGNIN_WORKERS": "3"], ["--workers", ""]).workers == 8)
+    }
+
+    /// (variable, bad value, the exact message)
+    @Test(arguments: [
+        ("TOKENSIGNIN_CLIENT_IDS", "a,,b", "TOKENSIGNIN_CLIENT_IDS has an empty entry in 'a,,b'"),
+        ("TOKENSIGNIN_CLIENT_IDS", "a,", "TOKENSIGNIN_CLIENT_IDS has an empty entry in 'a,'"),
+        ("TOKENSIGNIN_CLIENT_IDS", "a b", "TOKENSIGNIN_CLIENT_IDS has a client ID with a space or non-ASCII character: 'a b'"),
+        ("TOKENSIGNIN_JWKS_URL", "http://example.com/certs", "TOKENSIGNIN_JWKS_URL must be an https:// URL (or http:// on 127.0.0.1, [::1] or localhost), got 'http://example.com/certs'"),
+        ("TOKENSIGNIN_WORKERS", "x", "TOKENSIGNIN_WORKERS must be a positive integer (1...1024), got 'x'"),
+        ("TOKENSIGNIN_CLOCK_SKEW", "601", "TOKENSIGNIN_CLOCK_SKEW must be a whole number of seconds (0...600), got '601'"),
+        ("TOKENSIGNIN_SESSION_TTL", "1w", "TOKENSIGNIN_SESSION_TTL must be a positive duration like 90, 90s, 15m, 12h or 30d (at most 3650d), got '1w'"),
+        ("TOKENSIGNIN_DATABASE_URL", "host=db password=secret", "TOKENSIGNIN_DATABASE_URL must start with postgresql:// or postgres://"),
+        ("TOKENSIGNIN_COOKIE_NAME", "a;b", "TOKENSIGNIN_COOKIE_NAME must be a token (letters, digits and !#$%&'*+-.^_`|~), got 'a;b'"),
+        ("TOKENSIGNIN_SITE_ORIGINS", "https://example.com/", "TOKENSIGNIN_SITE_ORIGINS has a malformed origin (want scheme://host[:port], no path): 'https://example.com/'"),
+        ("TOKENSIGNIN_SIGNIN_REDIRECT", "//evil.example", "TOKENSIGNIN_SIGNIN_REDIRECT must be a path starting with a single '/' or an https URL on one of TOKENSIGNIN_SITE_ORIGINS, got '//evil.example'"),
+    ])
+    func malformedValueMessageIsExact(variable: String, value: String, message: String) {
+        do {
+            _ = try configuration([variable: value])
+            Issue.record("accepted \(variable)=\(value)")
+        } catch {
+            #expect(error.code == .invalidConfiguration)
+            #expect(error.description == message)
+        }
+    }
+
+    /// Every refused value, one table: the message must name the setting.
+    @Test(arguments: [
+        ("TOKENSIGNIN_JWKS_URL", "ftp://example.com/certs"),
+        ("TOKENSIGNIN_JWKS_URL", "https://"),
+        ("TOKENSIGNIN_JWKS_URL", "https://user@example.com/certs"),
+        ("TOKENSIGNIN_JWKS_URL", "http://localhost.evil.example/certs"),
+        ("TOKENSIGNIN_JWKS_URL", "https://exa mple.com/"),
+        ("TOKENSIGNIN_JWKS_URL", "https://:443/certs"),
+        ("TOKENSIGNIN_JWKS_URL", "www.googleapis.com/oauth2/v3/certs"),
+        ("TOKENSIGNIN_LISTEN", "/run/a b.sock"),
+        ("TOKENSIGNIN_WORKERS", "0"),
+        ("TOKENSIGNIN_WORKERS", "1025"),
+        ("TOKENSIGNIN_WORKERS", "-1"),
+        ("TOKENSIGNIN_WORKERS", "+2"),
+        ("TOKENSIGNIN_WORKERS", "2.5"),
+        ("TOKENSIGNIN_WORKERS", "99999999999999999999999"),
+        ("TOKENSIGNIN_HOSTED_DOMAINS", "example.com,"),
+        ("TOKENSIGNIN_HOSTED_DOMAINS", "exa mple.com"),
+        ("TOKENSIGNIN_HOSTED_DOMAINS", "-example.com"),
+        ("TOKENSIGNIN_HOSTED_DOMAINS", "example..com"),
+        ("TOKENSIGNIN_CLOCK_SKEW", "-1"),
+        ("TOKENSIGNIN_CLOCK_SKEW", "1m"),
+        ("TOKENSIGNIN_SESSION_TTL", "0"),
+        ("TOKENSIGNIN_SESSION_TTL", "10x"),
+        ("TOKENSIGNIN_SESSION_IDLE_TTL", "-1"),
+        ("TOKENSIGNIN_SESSION_IDLE_TTL", "31d"),
+        ("TOKENSIGNIN_COOKIE_NAME", "a=b"),
+        ("TOKENSIGNIN_COOKIE_NAME", "sessión"),
+        ("TOKENSIGNIN_SITE_ORIGINS", "example.com"),
+        ("TOKENSIGNIN_SITE_ORIGINS", "https://example.com,,https://b.example"),
+        ("TOKENSIGNIN_SITE_ORIGINS", "http://example.com"),
+        ("TOKENSIGNIN_SITE_ORIGINS", "https://example.com:0"),
+        ("TOKENSIGNIN_SITE_ORIGINS", "https://example.com:99999"),
+        ("TOKENSIGNIN_SITE_ORIGINS", "https://example.com?x"),
+        ("TOKENSIGNIN_SITE_ORIGINS", "ftp://example.com"),
+        ("TOKENSIGNIN_SIGNIN_REDIRECT", "/\\evil.example"),
+        ("TOKENSIGNIN_SIGNIN_REDIRECT", "welcome"),
+        ("TOKENSIGNIN_SIGNIN_REDIRECT", "https://evil.example/"),
+        ("TOKENSIGNIN_SIGNIN_REDIRECT", "javascript:alert(1)"),
+        ("TOKENSIGNIN_SIGNIN_REDIRECT", "/a b"),
+    ])
+    func malformedValueIsRefusedNamingTheSetting(variable: String, value: String) {
+        do {
+            _ = try configuration([variable: value])
+            Issue.record("accepted \(variable)=\(value)")
+        } catch {
+            #expect(error.code == .invalidConfiguration)
+            #expect(error.description.contains(variable))
+        }
+    }
+
+    @Test func databaseURLIsNeverEchoedInItsMessage() {
+        do {
+            _ = try configuration(["TOKENSIGNIN_DATABASE_URL": "host=db password=hunter2"])
+            Issue.record("accepted")
+        } catch {
+            #expect(!error.description.contains("hunter2"))
+        }
+    }
+
+    @Test func idleTTLDefaultsToTheShorterOfSevenDaysAndTheAbsoluteTTL() throws {
+        #expect(try configuration(["TOKENSIGNIN_SESSION_TTL": "1d"]).sessionIdleTTL == 86_400)
+        #expect(try configuration(["TOKENSIGNIN_SESSION_TTL": "1d", "TOKENSIGNIN_SESSION_IDLE_TTL": "1d"]).sessionIdleTTL == 86_400)
+    }
+
+    @Test func idleTTLAboveAbsoluteTTLIsRefusedNamingBoth() {
+        do {
+            _ = try configuration(["TOKENSIGNIN_SESSION_TTL": "1h", "TOKENSIGNIN_SESSION_IDLE_TTL": "2h"])
+            Issue.record("accepted")
+        } catch {
+            #expect(error.description == "TOKENSIGNIN_SESSION_IDLE_TTL (7200s) must not exceed TOKENSIGNIN_SESSION_TTL (3600s)")
+        }
+    }
+
+    @Test(arguments: ["/", "/welcome", "/a?b=c#d", "https://example.com/done", "https://EXAMPLE.com:443/done", "https://example.com"])
+    func redirectOnASiteOriginOrLocalPathIsAccepted(target: String) throws {
+        let config = try configuration(["TOKENSIGNIN_SITE_ORIGINS": "https://example.com", "TOKENSIGNIN_SIGNIN_REDIRECT": target])
+        #expect(config.signInRedirect == target)
+    }
+
+    @Test(arguments: ["https://example.com.evil.example/", "http://example.com/", "https://example.com@evil.example/", "https://example.com:8443/"])
+    func redirectOffTheSiteOriginsIsRefused(target: String) {
+        #expect(throws: SignInError(.invalidConfiguration)) {
+            try configuration(["TOKENSIGNIN_SITE_ORIGINS": "https://example.com", "TOKENSIGNIN_SIGNIN_REDIRECT": target])
+        }
+    }
+
+    @Test(arguments: [
+        (["--nope", "1"], "unknown option '--nope'"),
+        (["--workers"], "--workers needs a value"),
+        (["--workers", "2", "--workers=3"], "--workers is given more than once"),
+        (["serve"], "unknown option 'serve'"),
+    ])
+    func badFlagsAreRefused(arguments: [String], message: String) {
+        do {
+            _ = try configuration([:], arguments)
+            Issue.record("accepted \(arguments)")
+        } catch {
+            #expect(error.description == message)
+        }
+    }
+
+    @Test func policyCarriesClientIDsDomainsAndSkew() throws {
+        let policy = try configuration(["TOKENSIGNIN_HOSTED_DOMAINS": "example.com", "TOKENSIGNIN_CLOCK_SKEW": "5"]).policy
+        #expect(policy.clientIDs == ["web.apps.googleusercontent.com"])
+        #expect(policy.hostedDomains == ["example.com"])
+        #expect(policy.clockSkew == 5)
+    }
+}
+
+@Suite struct DurationTests {
+    @Test(arguments: [
+        ("90", 90), ("90s", 90), ("15m", 900), ("12h", 43_200), ("30d", 2_592_000), ("1", 1), ("007", 7),
+        ("3650d", 315_360_000), ("315360000", 315_360_000),
+    ] as [(String, Int64)])
+    func validDurationParses(text: String, seconds: Int64) {
+        #expect(Configuration.parseDuration(text) == seconds)
+    }
+
+    @Test(arguments: [
+        "", "0", "0s", "-1", "+1", "1w", "10x", "s", "d", "1.5h", " 1h", "1h ", "1 h", "1H", "3651d", "315360001",
+        "999999999999999999d", "9223372036854775807", "99999999999999999999999999",
+    ])
+    func invalidDurationIsRefused(text: String) {
+        #expect(Configuration.parseDuration(text) == nil)
+    }
+}
