@@ -9,7 +9,7 @@ RUN_DIR      ?= $(CURDIR)/.run
 DEBIAN_PACKAGES = libfcgi-dev libfcgi-bin libssl-dev openssl libpq-dev libcurl4-openssl-dev ca-certificates \
                   postgresql postgresql-contrib nginx-light spawn-fcgi wrk pkg-config curl
 
-.PHONY: help deps build test run stop migrate bench clean
+.PHONY: help deps build test run stop migrate prune bench clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -37,6 +37,9 @@ stop: ## stop what `make run` started
 
 migrate: build ## apply the migrations in sql/ to the database in PG* / TOKENSIGNIN_DATABASE_URL
 	$(BIN) migrate
+
+prune: build ## delete expired sessions and old audit rows (what the systemd timer in docs/systemd runs)
+	$(BIN) prune
 
 clean: ## remove build output and the local run folder
 	-$(MAKE) stop

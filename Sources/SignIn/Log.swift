@@ -1,0 +1,40 @@
+// Structured log lines (logfmt) for operators. Never given a token: callers pass codes and ids only.
+
+/// Writes one `key=value` line per event to a sink the executable provides (stderr, with a timestamp).
+public struct Log: Sendable {
+    public typealias Sink = @Sendable (String) -> Void
+    private let sink: Sink
+
+    public init(sink: @escaping Sink) { self.sink = sink }
+
+    /// Logs `event` with its fields; values with spaces, quotes or `=` are quoted.
+    public func info(_ event: String, _ fields: KeyValuePairs<String, String?> = [:]) { write("info", event, fields) }
+    public func warning(_ event: String, _ fields: KeyValuePairs<String, String?> = [:]) { write("warn", event, fields) }
+    public func error(_ event: String, _ fields: KeyValuePairs<String, String?> = [:]) { write("error", event, fields) }
+
+    private func write(_ level: String, _ event: String, _ fields: KeyValuePairs<String, String?>) {
+        var line = "level=\(level) event=\(event)"
+        for (key, value) in fields {
+            guard let value else { continue }
+            line += " \(key)=\(Self.quoted(value))"
+        }
+        sink(line)
+    }
+
+    static func quoted(_ value: String) -> String {
+        let plain = !value.isEmpty && value.utf8.allSatisfy { $0 > 0x20 && $0 < 0x7f && $0 != 0x22 && $0 != 0x3d && $0 != 0x5c }
+        if plain { return value }
+        var out = "\""
+        for scalar in value.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            default:
+                if scalar.value < 0x20 || scalar.value == 0x7f { out += "\\u{\(String(scalar.value, radix: 16))}" } else { out.unicodeScalars.append(scalar) }
+            }
+        }
+        return out + "\""
+    }
+}
