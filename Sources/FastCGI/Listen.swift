@@ -1,5 +1,6 @@
 // Where the responder listens (`TOKENSIGNIN_LISTEN`), and opening that socket without libfcgi's exit-on-error.
 import Glibc
+import Synchronization
 
 /// Where the FastCGI responder accepts connections from the web server.
 public enum Listen: Sendable, Hashable, CustomStringConvertible {
@@ -106,6 +107,8 @@ final class Listener: Sendable {
     let unixIdentity: (dev: UInt64, ino: UInt64)?
     /// Printable address actually bound (the real port when 0 was asked for).
     let address: String
+    /// Closing twice could close a descriptor number someone else has been given since.
+    private let closed = Atomic<Bool>(false)
 
     private init(fd: Int32, owned: Bool, unixPath: String?, unixIdentity: (dev: UInt64, ino: UInt64)?, address: String) {
         self.fd = fd
@@ -229,7 +232,7 @@ final class Listener: Sendable {
 
     /// Stops listening: closes a socket we opened and removes our unix socket file (if it is still ours).
     func close() {
-        guard owned else { return }
+        guard owned, !closed.exchange(true, ordering: .acquiringAndReleasing) else { return }
         if let unixPath, let unixIdentity {
             var info = stat()
             if lstat(unixPath, &info) == 0, UInt64(info.st_dev) == unixIdentity.dev, UInt64(info.st_ino) == unixIdentity.ino {
