@@ -1,3 +1,0 @@
-// FastCGI module (placeholder until its first implementation lands).
-import CFastCGI
-enum FastCGIPlaceholder {}

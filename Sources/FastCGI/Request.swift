@@ -1,0 +1,60 @@
+// One FastCGI request as the handler sees it: the web server's CGI parameters and the request body.
+
+/// A request from the web server. Parameters are CGI/1.1 variables (nginx's `fastcgi_params`);
+/// bytes that are not UTF-8 are replaced with U+FFFD.
+public struct Request: Sendable {
+    /// Every FastCGI parameter the web server sent, by name (`REQUEST_METHOD`, `HTTP_COOKIE`, ...).
+    public let params: [String: String]
+    /// The request body: at most `maxBodyBytes`; empty when `bodyTooLarge`.
+    public let body: [UInt8]
+    /// True when the body was longer than the server's `maxBodyBytes`; it was not read (answer 413).
+    public let bodyTooLarge: Bool
+
+    public init(params: [String: String], body: [UInt8] = [], bodyTooLarge: Bool = false) {
+        self.params = params
+        self.body = body
+        self.bodyTooLarge = bodyTooLarge
+    }
+
+    /// `REQUEST_METHOD` (`GET`, `POST`, ...), or "" when the web server sent none.
+    public var method: String { params["REQUEST_METHOD"] ?? "" }
+
+    /// The decoded, normalised path (`DOCUMENT_URI`, as nginx's stock `fastcgi_params` sends it);
+    /// without it, `REQUEST_URI` up to the `?` (still percent-encoded); "" when neither is present.
+    public var path: String {
+        if let uri = params["DOCUMENT_URI"], !uri.isEmpty { return uri }
+        guard let uri = params["REQUEST_URI"] else { return "" }
+        return uri.firstIndex(of: "?").map { String(uri[..<$0]) } ?? uri
+    }
+
+    /// `QUERY_STRING` without the `?`, still percent-encoded; "" when absent.
+    public var query: String { params["QUERY_STRING"] ?? "" }
+
+    /// `CONTENT_TYPE` as sent (parameters such as `; charset=utf-8` included); nil when absent or empty.
+    public var contentType: String? { nonEmpty("CONTENT_TYPE") }
+
+    /// `REMOTE_ADDR`: the client address as nginx saw it; nil when absent or empty.
+    public var remoteAddress: String? { nonEmpty("REMOTE_ADDR") }
+
+    /// An HTTP request header by its HTTP name, case-insensitively: `header("User-Agent")` reads
+    /// `HTTP_USER_AGENT`; `Content-Type` and `Content-Length` read the CGI variables without `HTTP_`.
+    public func header(_ name: String) -> String? {
+        params[Self.parameterName(forHeader: name)]
+    }
+
+    /// The CGI parameter that carries an HTTP header: upper case, `-` becomes `_`, prefixed `HTTP_`.
+    public static func parameterName(forHeader name: String) -> String {
+        let upper = String(decoding: name.utf8.map { byte -> UInt8 in
+            if byte == UInt8(ascii: "-") { return UInt8(ascii: "_") }
+            if byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z") { return byte - 32 }
+            return byte
+        }, as: UTF8.self)
+        if upper == "CONTENT_TYPE" || upper == "CONTENT_LENGTH" { return upper }
+        return "HTTP_" + upper
+    }
+
+    private func nonEmpty(_ name: String) -> String? {
+        guard let value = params[name], !value.isEmpty else { return nil }
+        return value
+    }
+}

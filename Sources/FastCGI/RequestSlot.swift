@@ -1,0 +1,115 @@
+// One worker's FCGX_Request: reading the parameters and body out of it, writing the response into it.
+import CFastCGI
+import Glibc
+
+/// Owns one FCGX_Request for the life of a worker thread (never shared between threads).
+final class RequestSlot {
+    let request: UnsafeMutablePointer<FCGX_Request>
+
+    init(listenFd: Int32) {
+        request = .allocate(capacity: 1)
+        // FCGX_InitRequest only zeroes the struct and records the socket; it cannot fail.
+        _ = FCGX_InitRequest(request, listenFd, 0)
+    }
+
+    deinit {
+        FCGX_Free(request, 1)  // closes a connection the web server asked to keep open
+        request.deallocate()
+    }
+
+    /// The connection nginx asked to keep (`fastcgi_keep_conn on`): the next request arrives on it,
+    /// not on the listening socket. Read-only use of libfcgi's bookkeeping fields.
+    var keptConnection: Int32? {
+        let current = request.pointee
+        return current.keepConnection != 0 && current.ipcFd >= 0 ? current.ipcFd : nil
+    }
+
+    /// Copies the accepted request's parameters and up to `maxBodyBytes` of its body.
+    func read(maxBodyBytes: Int) -> Request {
+        var params: [String: String] = [:]
+        if var entry = request.pointee.envp {
+            while let pair = entry.pointee {
+                let bytes = UnsafeRawBufferPointer(start: pair, count: strlen(pair))
+                if let equals = bytes.firstIndex(of: UInt8(ascii: "=")) {
+                    let name = String(decoding: bytes[..<equals], as: UTF8.self)
+                    if params[name] == nil {
+                        params[name] = String(decoding: bytes[(equals + 1)...], as: UTF8.self)
+                    }
+                }
+                entry += 1
+            }
+        }
+        let limit: Int
+        switch ContentLength(params["CONTENT_LENGTH"]) {
+        case .tooLarge:
+            return Request(params: params, body: [], bodyTooLarge: true)
+        case .length(let declared) where declared > maxBodyBytes:
+            return Request(params: params, body: [], bodyTooLarge: true)
+        case .length(let declared):
+            limit = declared
+        case .unknown:
+            // Read to the end of the stream, but never more than one byte past the cap.
+            limit = maxBodyBytes + 1
+        }
+        let body = readBody(upTo: limit)
+        if body.count > maxBodyBytes {
+            return Request(params: params, body: [], bodyTooLarge: true)
+        }
+        return Request(params: params, body: body)
+    }
+
+    private func readBody(upTo limit: Int) -> [UInt8] {
+        var body: [UInt8] = []
+        guard limit > 0, let input = request.pointee.in else { return body }
+        body.reserveCapacity(min(limit, 1 << 20))
+        var chunk = [CChar](repeating: 0, count: 16 * 1024)
+        while body.count < limit {
+            let wanted = Int32(min(chunk.count, limit - body.count))
+            let got = chunk.withUnsafeMutableBufferPointer { FCGX_GetStr($0.baseAddress, wanted, input) }
+            if got <= 0 { break }
+            chunk.withUnsafeBufferPointer { buffer in
+                buffer.withMemoryRebound(to: UInt8.self) { body.append(contentsOf: $0.prefix(Int(got))) }
+            }
+            if got < wanted { break }  // end of the request's stdin
+        }
+        return body
+    }
+
+    /// Writes the CGI head and the body; a write error (the web server went away) is left to FCGX_Finish_r.
+    func write(_ response: Response) {
+        guard let output = request.pointee.out else { return }
+        if put(response.encodedHead(), to: output) {
+            _ = put(response.body, to: output)
+        }
+    }
+
+    private func put(_ bytes: [UInt8], to output: UnsafeMutablePointer<FCGX_Stream>) -> Bool {
+        bytes.withUnsafeBytes { raw in
+            var offset = 0
+            while offset < raw.count {
+                let count = min(raw.count - offset, 1 << 30)
+                let pointer = raw.baseAddress!.advanced(by: offset).assumingMemoryBound(to: CChar.self)
+                if FCGX_PutStr(pointer, Int32(count), output) < 0 { return false }
+                offset += count
+            }
+            return true
+        }
+    }
+}
+
+/// CONTENT_LENGTH as the web server declared it.
+enum ContentLength: Equatable {
+    /// Absent, empty or not a decimal number: read to the end of the stream (capped).
+    case unknown
+    case length(Int)
+    /// Digits too many to fit an Int.
+    case tooLarge
+
+    init(_ text: String?) {
+        guard let text, !text.isEmpty, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else {
+            self = .unknown
+            return
+        }
+        if let value = Int(text) { self = .length(value) } else { self = .tooLarge }
+    }
+}

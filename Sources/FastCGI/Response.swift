@@ -1,0 +1,70 @@
+// The handler's answer and its CGI encoding: a Status line, header lines, a blank line, the body.
+
+/// An HTTP response for the web server to send. Header order is kept; a name may repeat (Set-Cookie).
+public struct Response: Sendable {
+    public var status: Int
+    public var headers: [(name: String, value: String)]
+    public var body: [UInt8]
+
+    public init(status: Int, headers: [(name: String, value: String)] = [], body: [UInt8] = []) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
+
+    /// A text body (UTF-8) with its Content-Type, e.g. `Response(status: 200, contentType: "application/json", body: json)`.
+    public init(status: Int, contentType: String, body: String, headers: [(name: String, value: String)] = []) {
+        self.init(status: status, headers: [("Content-Type", contentType)] + headers, body: Array(body.utf8))
+    }
+
+    /// The CGI response head. Headers whose name is not an HTTP token, whose value contains a
+    /// control character (CR/LF would split the response), or named Status are left out.
+    /// Content-Length is added when missing (except for 1xx, 204 and 304).
+    func encodedHead() -> [UInt8] {
+        let code = (100...599).contains(status) ? status : 500
+        var head = Array("Status: \(code)".utf8)
+        if let reason = Self.reasons[code] { head += Array(" \(reason)".utf8) }
+        head += [13, 10]
+        var hasLength = false
+        for (name, value) in headers where Self.isToken(name) && Self.isFieldValue(value) {
+            let lower = name.lowercased()
+            if lower == "status" { continue }
+            if lower == "content-length" { hasLength = true }
+            head += Array(name.utf8) + Array(": ".utf8) + Array(value.utf8) + [13, 10]
+        }
+        if !hasLength && code >= 200 && code != 204 && code != 304 {
+            head += Array("Content-Length: \(body.count)\r\n".utf8)
+        }
+        head += [13, 10]
+        return head
+    }
+
+    static func isToken(_ name: String) -> Bool {
+        !name.isEmpty && name.utf8.allSatisfy { byte in
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"):
+                true
+            default:
+                Array("!#$%&'*+-.^_`|~".utf8).contains(byte)
+            }
+        }
+    }
+
+    /// RFC 9110 field-value bytes: visible characters, space, tab and non-ASCII; no CR, LF, NUL or other controls.
+    static func isFieldValue(_ value: String) -> Bool {
+        value.utf8.allSatisfy { $0 == 0x09 || ($0 >= 0x20 && $0 != 0x7F) }
+    }
+
+    static let reasons: [Int: String] = [
+        100: "Continue", 101: "Switching Protocols",
+        200: "OK", 201: "Created", 202: "Accepted", 204: "No Content",
+        301: "Moved Permanently", 302: "Found", 303: "See Other", 304: "Not Modified",
+        307: "Temporary Redirect", 308: "Permanent Redirect",
+        400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
+        405: "Method Not Allowed", 406: "Not Acceptable", 409: "Conflict", 410: "Gone",
+        411: "Length Required", 413: "Content Too Large", 415: "Unsupported Media Type",
+        422: "Unprocessable Content", 429: "Too Many Requests",
+        500: "Internal Server Error", 501: "Not Implemented", 502: "Bad Gateway",
+        503: "Service Unavailable", 504: "Gateway Timeout",
+    ]
+}

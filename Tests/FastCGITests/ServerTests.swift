@@ -1,0 +1,327 @@
+// The Server driven by libfcgi's own client (cgi-fcgi) over a unix socket and TCP.
+@testable import FastCGI
+import Foundation
+import Glibc
+import Synchronization
+import Testing
+
+@Suite(.serialized) struct ServerTests {
+    @Test func paramsAndBinaryBodyArriveIntactOverUnixSocket() throws {
+        let dir = try TempDir()
+        let recorder = Recorder()
+        let running = RunningServer(try Server(listen: .unix(dir.file("s")), workers: 2, maxBodyBytes: 1024),
+                                    handler: recordingHandler(recorder))
+        defer { running.stop() }
+        let body: [UInt8] = Array(0...255) + [0, 13, 10, 0]
+        let result = try cgiFCGI(connect: dir.file("s"), params: [
+            "REQUEST_METHOD": "POST", "DOCUMENT_URI": "/tokensignin", "QUERY_STRING": "a=1&b=%20",
+            "CONTENT_TYPE": "application/octet-stream", "REMOTE_ADDR": "192.0.2.7",
+            "HTTP_USER_AGENT": "Tester/1.0", "HTTP_X_EMPTY": "", "HTTP_X_UTF8": "Zoë 🙂",
+        ], body: body)
+        #expect(result.status == 0)
+        let request = try #require(recorder.requests.first)
+        #expect(request.body == body)
+        #expect(!request.bodyTooLarge)
+        #expect(request.method == "POST")
+        #expect(request.path == "/tokensignin")
+        #expect(request.query == "a=1&b=%20")
+        #expect(request.contentType == "application/octet-stream")
+        #expect(request.remoteAddress == "192.0.2.7")
+        #expect(request.header("user-agent") == "Tester/1.0")
+        #expect(request.header("X-Empty") == "")
+        #expect(request.header("X-UTF8") == "Zoë 🙂")
+        #expect(request.params["CONTENT_LENGTH"] == String(body.count))
+    }
+
+    @Test func emptyBodyOverTCP() throws {
+        let recorder = Recorder()
+        let server = try Server(listen: .tcp(host: "127.0.0.1", port: 0), workers: 1, maxBodyBytes: 1024)
+        let running = RunningServer(server, handler: recordingHandler(recorder))
+        defer { running.stop() }
+        #expect(server.address.hasPrefix("127.0.0.1:") && !server.address.hasSuffix(":0"))
+        let result = try cgiFCGI(connect: server.address, params: ["REQUEST_METHOD": "GET", "REQUEST_URI": "/x/y?z=1"])
+        let response = try CGIResponse(result.stdout)
+        #expect(response.headLines.first == "Status: 200 OK")
+        let request = try #require(recorder.requests.first)
+        #expect(request.body.isEmpty)
+        #expect(!request.bodyTooLarge)
+        #expect(request.path == "/x/y")  // REQUEST_URI without its query when DOCUMENT_URI is absent
+    }
+
+    @Test func statusLineHeadersAndBodyAreWrittenInOrder() throws {
+        let dir = try TempDir()
+        let running = RunningServer(try Server(listen: .unix(dir.file("s")), workers: 1, maxBodyBytes: 16)) { _ in
+            Response(status: 405, headers: [("Allow", "POST"), ("Set-Cookie", "a=1"), ("Set-Cookie", "b=2")],
+                     body: Array("{\"error\":\"x\"}".utf8))
+        }
+        defer { running.stop() }
+        let result = try cgiFCGI(connect: dir.file("s"), params: ["REQUEST_METHOD": "GET"])
+        let raw = String(decoding: result.stdout, as: UTF8.self)
+        #expect(raw == "Status: 405 Method Not Allowed\r\nAllow: POST\r\nSet-Cookie: a=1\r\nSet-Cookie: b=2\r\n"
+            + "Content-Length: 13\r\n\r\n{\"error\":\"x\"}")
+    }
+
+    @Test(arguments: [
+        ("a\r\nX-Injected: yes", false), ("a\nX-Injected: yes", false), ("a\rb", false), ("nul\u{0}", false),
+        ("tab\tand space ok", true), ("non-ascii é ok", true),
+    ])
+    func headerValuesWithControlCharactersAreNotEmitted(value: String, kept: Bool) throws {
+        let dir = try TempDir()
+        let running = RunningServer(try Server(listen: .unix(dir.file("s")), workers: 1, maxBodyBytes: 16)) { _ in
+            Response(status: 200, headers: [("X-Value", value), ("X-After", "1")], body: [])
+        }
+        defer { running.stop() }
+        let response = try CGIResponse(try cgiFCGI(connect: dir.file("s"), params: ["REQUEST_METHOD": "GET"]).stdout)
+        #expect(response.values("X-Injected").isEmpty)
+        #expect(response.values("X-Value") == (kept ? [value] : []))
+        #expect(response.values("X-After") == ["1"])
+        #expect(response.headLines.allSatisfy { !$0.contains("\r") && !$0.contains("\n") })
+    }
+
+    @Test(arguments: ["Bad Name", "", "X:Y", "Status"])
+    func headersWithInvalidOrReservedNamesAreNotEmitted(name: String) {
+        let head = String(decoding: Response(status: 200, headers: [(name, "v")]).encodedHead(), as: UTF8.self)
+        #expect(head == "Status: 200 OK\r\nContent-Length: 0\r\n\r\n")
+    }
+
+    @Test(arguments: [(204, "Status: 204 No Content\r\n\r\n"), (999, "Status: 500 Internal Server Error\r\nContent-Length: 0\r\n\r\n"),
+                      (299, "Status: 299\r\nContent-Length: 0\r\n\r\n")])
+    func statusLineForUnusualCodes(status: Int, head: String) {
+        #expect(String(decoding: Response(status: status).encodedHead(), as: UTF8.self) == head)
+    }
+
+    @Test func bodyLongerThanTheCapIsNotReadAndFlagged() throws {
+        let dir = try TempDir()
+        let recorder = Recorder()
+        let running = RunningServer(try Server(listen: .unix(dir.file("s")), workers: 1, maxBodyBytes: 8),
+                                    handler: recordingHandler(recorder))
+        defer { running.stop() }
+        let atCap = try cgiFCGI(connect: dir.file("s"), params: ["REQUEST_METHOD": "POST"], body: Array("12345678".utf8))
+        #expect(atCap.status == 0)
+        _ = try cgiFCGI(connect: dir.file("s"), params: ["REQUEST_METHOD": "POST"], body: Array("123456789".utf8))
+        // A declared length far beyond the cap is refused without reading what follows.
+        _ = try cgiFCGI(connect: dir.file("s"), params: ["REQUEST_METHOD": "POST", "CONTENT_LENGTH": "1000000"],
+                        body: Array("short".utf8))
+        let requests = recorder.requests
+        try #require(requests.count == 3)
+        #expect(requests[0].body == Array("12345678".utf8) && !requests[0].bodyTooLarge)
+        #expect(requests[1].body.isEmpty && requests[1].bodyTooLarge)
+        #expect(requests[2].body.isEmpty && requests[2].bodyTooLarge)
+    }
+
+    @Test func lyingContentLengthIsCappedAtMaxBodyBytes() throws {
+        let dir = try TempDir()
+        let recorder = Recorder()
+        let running = RunningServer(try Server(listen: .unix(dir.file("s")), workers: 1, maxBodyBytes: 8),
+                                    handler: recordingHandler(recorder))
+        defer { running.stop() }
+        // cgi-fcgi sends CONTENT_LENGTH bytes of stdin; a non-numeric value makes us read to the end, capped.
+        _ = try runProcess("/usr/bin/cgi-fcgi", ["-bind", "-connect", dir.file("s")],
+                           environment: ["REQUEST_METHOD": "POST", "CONTENT_LENGTH": "20", "HTTP_X": "1"],
+                           input: Array(repeating: 65, count: 20))
+        let request = try #require(recorder.requests.first)
+        #expect(request.bodyTooLarge)
+        #expect(request.body.isEmpty)
+    }
+
+    @Test(arguments: [(nil, ContentLength.unknown), ("", .unknown), ("12a", .unknown), ("-1", .unknown),
+                      ("0", .length(0)), ("42", .length(42)), ("99999999999999999999999", .tooLarge)])
+    func contentLengthParsing(text: String?, expected: ContentLength) {
+        #expect(ContentLength(text) == expected)
+    }
+
+    @Test func workersServeSlowRequestsInParallel() throws {
+        let dir = try TempDir()
+        let workers = 4
+        let inside = Latch()
+        let running = RunningServer(try Server(listen: .unix(dir.file("s")), workers: workers, maxBodyBytes: 16)) { _ in
+            inside.signal()
+            // Only answer once every worker holds a request at the same time.
+            let together = inside.wait(for: workers, seconds: 15)
+            return Response(status: 200, contentType: "text/plain", body: together ? "together" : "alone")
+        }
+        defer { running.stop() }
+        let outputs = Mutex<[String]>([])
+        let finished = Latch()
+        for _ in 0..<workers {
+            Thread {
+                let result = try? cgiFCGI(connect: dir.file("s"), params: ["REQUEST_METHOD": "GET"])
+                let body = (try? CGIResponse(result?.stdout ?? [])).map { String(decoding: $0.body, as: UTF8.self) }
+                outputs.withLock { $0.append(body ?? "failed") }
+                finished.signal()
+            }.start()
+        }
+        #expect(finished.wait(for: workers, seconds: 30))
+        #expect(outputs.withLock { $0 } == Array(repeating: "together", count: workers))
+    }
+
+    @Test func stopLetsTheInFlightRequestFinishThenRunReturns() throws {
+        let dir = try TempDir()
+        let entered = Latch()
+        let release = Latch()
+        let server = try Server(listen: .unix(dir.file("s")), workers: 2, maxBodyBytes: 16)
+        let running = RunningServer(server) { _ in
+            entered.signal()
+            _ = release.wait(for: 1, seconds: 20)
+            return Response(status: 200, contentType: "text/plain", body: "finished")
+        }
+        let output = Mutex<ProcessResult?>(nil)
+        let clientDone = Latch()
+        Thread {
+            let result = try? cgiFCGI(connect: dir.file("s"), params: ["REQUEST_METHOD": "GET"])
+            output.withLock { $0 = result }
+            clientDone.signal()
+        }.start()
+        try #require(entered.wait(for: 1))
+        server.stop()
+        usleep(200_000)
+        #expect(!running.hasReturned)  // still serving the request it accepted
+        release.signal()
+        let result = try #require(running.waitForReturn())
+        #expect(throws: Never.self) { try result.get() }
+        #expect(clientDone.wait(for: 1))
+        let body = try CGIResponse(try #require(output.withLock { $0 }).stdout).body
+        #expect(String(decoding: body, as: UTF8.self) == "finished")
+        // The socket file is gone, so new connections are refused rather than queued forever.
+        #expect(access(dir.file("s"), F_OK) != 0)
+    }
+
+    @Test func stopWhileIdleReturnsPromptlyAndStopBeforeRunReturnsAtOnce() throws {
+        let dir = try TempDir()
+        let running = RunningServer(try Server(listen: .unix(dir.file("a")), workers: 3, maxBodyBytes: 16)) { _ in
+            Response(status: 204)
+        }
+        usleep(100_000)
+        let started = Date()
+        #expect(running.stop() != nil)
+        #expect(Date().timeIntervalSince(started) < 2)
+
+        let early = try Server(listen: .unix(dir.file("b")), workers: 2, maxBodyBytes: 16)
+        early.stop()
+        early.stop()
+        #expect(throws: Never.self) { try early.run { _ in ClosureHandler { _ in Response(status: 204) } } }
+        #expect(throws: FastCGIError(.alreadyRun)) { try early.run { _ in ClosureHandler { _ in Response(status: 204) } } }
+    }
+
+    @Test func connectionClosedBeforeItsRequestDoesNotWedgeAWorker() throws {
+        let dir = try TempDir()
+        let recorder = Recorder()
+        let running = RunningServer(try Server(listen: .unix(dir.file("s")), workers: 1, maxBodyBytes: 16),
+                                    handler: recordingHandler(recorder))
+        for _ in 0..<3 {  // like a health probe: connect, send nothing, hang up
+            let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+            var address = sockaddr_un()
+            address.sun_family = sa_family_t(AF_UNIX)
+            withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: dir.file("s").utf8) }
+            let connected = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+                }
+            }
+            #expect(connected == 0)
+            close(fd)
+        }
+        _ = try cgiFCGI(connect: dir.file("s"), params: ["REQUEST_METHOD": "GET"])
+        #expect(recorder.requests.count == 1)
+        let started = Date()
+        #expect(running.stop() != nil)
+        #expect(Date().timeIntervalSince(started) < 2)
+    }
+
+    @Test func terminationSignalStopsTheServer() throws {
+        let dir = try TempDir()
+        let server = try Server(listen: .unix(dir.file("s")), workers: 1, maxBodyBytes: 16)
+        let running = RunningServer(server) { _ in Response(status: 204) }
+        // Install from a throwaway thread so only that thread's signal mask changes in the test process.
+        let installed = Latch()
+        Thread {
+            try? server.stopOnTerminationSignals()
+            installed.signal()
+        }.start()
+        try #require(installed.wait(for: 1))
+        let thread = try #require(server.signalThread.withLock { $0 })
+        #expect(!running.hasReturned)
+        #expect(pthread_kill(thread, SIGTERM) == 0)
+        #expect(running.waitForReturn() != nil)
+    }
+
+    @Test func staleSocketFileIsReplacedButOtherFilesAreNot() throws {
+        let dir = try TempDir()
+        let recorder = Recorder()
+        let first = try Server(listen: .unix(dir.file("s")), workers: 1, maxBodyBytes: 16)
+        _ = first  // its socket file now exists; a successor replaces it
+        let running = RunningServer(try Server(listen: .unix(dir.file("s")), workers: 1, maxBodyBytes: 16),
+                                    handler: recordingHandler(recorder))
+        defer { running.stop() }
+        _ = try cgiFCGI(connect: dir.file("s"), params: ["REQUEST_METHOD": "GET"])
+        #expect(recorder.requests.count == 1)
+
+        _ = FileManager.default.createFile(atPath: dir.file("plain"), contents: Data("keep".utf8))
+        #expect(throws: FastCGIError(.listenFailed)) {
+            try Server(listen: .unix(dir.file("plain")), workers: 1, maxBodyBytes: 16)
+        }
+        #expect(FileManager.default.contents(atPath: dir.file("plain")) == Data("keep".utf8))
+    }
+
+    @Test func unixSocketGetsTheRequestedMode() throws {
+        let dir = try TempDir()
+        for mode: UInt32 in [0o660, 0o666] {
+            let path = dir.file("m\(mode)")
+            let server = try Server(listen: .unix(path), workers: 1, maxBodyBytes: 16, socketMode: mode)
+            var info = stat()
+            #expect(stat(path, &info) == 0)
+            #expect(UInt32(info.st_mode) & 0o777 == mode)
+            _ = server
+        }
+    }
+
+    @Test func listenFailuresAreErrorsNotProcessExits() throws {
+        #expect(throws: FastCGIError(.listenFailed)) {
+            try Server(listen: .unix("/nonexistent-dir/s"), workers: 1, maxBodyBytes: 16)
+        }
+        let taken = try Server(listen: .tcp(host: "127.0.0.1", port: 0), workers: 1, maxBodyBytes: 16)
+        let port = try #require(Int(taken.address.split(separator: ":").last ?? ""))
+        #expect(throws: FastCGIError(.listenFailed)) {
+            try Server(listen: .tcp(host: "127.0.0.1", port: port), workers: 1, maxBodyBytes: 16)
+        }
+        #expect(throws: FastCGIError(.badConfiguration)) {
+            try Server(listen: .tcp(host: "127.0.0.1", port: 0), workers: 0, maxBodyBytes: 16)
+        }
+    }
+
+    @Test func inheritedDescriptorMustBeAListeningSocket() throws {
+        var ends: [Int32] = [-1, -1]
+        try #require(pipe(&ends) == 0)
+        defer { close(ends[0]); close(ends[1]) }
+        #expect(throws: FastCGIError(.notASocket)) { try Server(adopting: ends[0], workers: 1, maxBodyBytes: 16) }
+    }
+
+    @Test func inheritedListeningSocketIsServedAndLeftOpen() throws {
+        let dir = try TempDir()
+        // Stands in for the socket spawn-fcgi or systemd would pass.
+        let owner = try Server(listen: .unix(dir.file("s")), workers: 1, maxBodyBytes: 16)
+        let recorder = Recorder()
+        let running = RunningServer(try Server(adopting: owner.listener.fd, workers: 1, maxBodyBytes: 16),
+                                    handler: recordingHandler(recorder))
+        _ = try cgiFCGI(connect: dir.file("s"), params: ["REQUEST_METHOD": "GET"])
+        #expect(recorder.requests.count == 1)
+        running.stop()
+        var accepting: Int32 = 0
+        var length = socklen_t(4)
+        #expect(getsockopt(owner.listener.fd, SOL_SOCKET, SO_ACCEPTCONN, &accepting, &length) == 0 && accepting == 1)
+    }
+
+    @Test(arguments: [
+        (String?.none, String?.none, Int32(0)), ("123", "1", 0), ("4242", "1", 3), ("x", "1", 0),
+    ] as [(String?, String?, Int32)])
+    func inheritedDescriptorIsFd3OnlyWhenSystemdAddressedThisProcess(listenPID: String?, listenFDs: String?, fd: Int32) throws {
+        #expect(try inheritedDescriptor(listenPID: listenPID, listenFDs: listenFDs, pid: 4242) == fd)
+    }
+
+    @Test(arguments: [nil, "2", "0"])
+    func systemdPassingOtherThanOneSocketIsRefused(listenFDs: String?) {
+        #expect(throws: FastCGIError(.badListenAddress)) {
+            try inheritedDescriptor(listenPID: "4242", listenFDs: listenFDs, pid: 4242)
+        }
+    }
+}
