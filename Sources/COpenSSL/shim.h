@@ -14,6 +14,7 @@
 #include <openssl/params.h>
 #include <openssl/pem.h>
 #include <openssl/rand.h>
+#include <openssl/rsa.h>
 #include <openssl/sha.h>
 
 // OPENSSL_free is a macro (it passes __FILE__/__LINE__), so Swift cannot call it directly.
