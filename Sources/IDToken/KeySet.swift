@@ -70,7 +70,7 @@ public struct KeySet: Sendable {
             byKid[kid] = reason
         }
         guard !loaded.isEmpty else {
-            let reasons = rejected.map { "\($0.kid ?? "?"): \($0.reason.code.name)" }.joined(separator: ", ")
+            let reasons = rejected.map { "\($0.kid ?? "?"): \($0.reason.code.name) \($0.reason.detail)" }.joined(separator: ", ")
             throw IDTokenError(.invalidKeySet, "no usable key in JWKS [\(reasons)]")
         }
         keys = loaded

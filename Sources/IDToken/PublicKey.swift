@@ -1,5 +1,6 @@
 // A verification key built once from a JWK (RSA n/e or P-256 x/y) into an OpenSSL 3 EVP_PKEY, and the RS256/ES256 check.
 import COpenSSL
+import Synchronization
 
 /// The only two JWS algorithms accepted.
 public enum SignatureAlgorithm: String, Sendable, Hashable, CaseIterable {
@@ -9,7 +10,7 @@ public enum SignatureAlgorithm: String, Sendable, Hashable, CaseIterable {
 
 /// One public key. EVP_PKEY is built at key-set load time and freed in deinit.
 // SAFETY: the EVP_PKEY is an immutable public key after init; OpenSSL 3 allows concurrent verify
-// operations on one EVP_PKEY (each call uses its own EVP_MD_CTX).
+// operations on one EVP_PKEY, each with its own EVP_PKEY_CTX (the context pool is behind a Mutex).
 final class PublicKey: @unchecked Sendable {
     let algorithm: SignatureAlgorithm
     /// Exact signature length in bytes: the modulus length for RS256, 64 (r‖s) for ES256.
@@ -22,7 +23,13 @@ final class PublicKey: @unchecked Sendable {
         self.pkey = pkey
     }
 
-    deinit { EVP_PKEY_free(pkey) }
+    deinit {
+        contexts.withLock { pool in
+            for c in pool { EVP_PKEY_CTX_free(c.ctx) }
+            pool.removeAll()
+        }
+        EVP_PKEY_free(pkey)
+    }
 
     static let minimumRSABits = 2048
     static let maximumRSABits = 8192
@@ -50,8 +57,8 @@ final class PublicKey: @unchecked Sendable {
             throw IDTokenError(.unusableKey, "BN_bin2bn(e) failed")
         }
         defer { BN_free(bnE) }
-        guard OSSL_PARAM_BLD_push_BN(bld, OSSL_PKEY_PARAM_RSA_N, bnN) == 1,
-              OSSL_PARAM_BLD_push_BN(bld, OSSL_PKEY_PARAM_RSA_E, bnE) == 1 else {
+        guard OSSL_PARAM_BLD_push_BN(bld, cString("n"), bnN) == 1,
+              OSSL_PARAM_BLD_push_BN(bld, cString("e"), bnE) == 1 else {
             throw IDTokenError(.unusableKey, "OSSL_PARAM_BLD_push_BN failed")
         }
         let pkey = try fromData(type: "RSA", builder: bld)
@@ -70,8 +77,8 @@ final class PublicKey: @unchecked Sendable {
         guard let bld = OSSL_PARAM_BLD_new() else { throw IDTokenError(.unusableKey, "OSSL_PARAM_BLD_new failed") }
         defer { OSSL_PARAM_BLD_free(bld) }
         let pushed = point.withUnsafeBytes { p in
-            OSSL_PARAM_BLD_push_utf8_string(bld, OSSL_PKEY_PARAM_GROUP_NAME, "prime256v1", 0) == 1
-                && OSSL_PARAM_BLD_push_octet_string(bld, OSSL_PKEY_PARAM_PUB_KEY, p.baseAddress, p.count) == 1
+            OSSL_PARAM_BLD_push_utf8_string(bld, cString("group"), cString("prime256v1"), 0) == 1
+                && OSSL_PARAM_BLD_push_octet_string(bld, cString("pub"), p.baseAddress, p.count) == 1
         }
         guard pushed else { throw IDTokenError(.unusableKey, "OSSL_PARAM_BLD push failed") }
         let pkey = try fromData(type: "EC", builder: bld)
@@ -118,17 +125,61 @@ final class PublicKey: @unchecked Sendable {
     }
 
     private func digestVerify(_ signature: UnsafeRawBufferPointer, _ message: UnsafeRawBufferPointer) -> Bool {
-        guard let ctx = EVP_MD_CTX_new() else { return false }
-        defer { EVP_MD_CTX_free(ctx) }
-        guard EVP_DigestVerifyInit(ctx, nil, SHA256Algorithm.md, nil, pkey) == 1 else {
-            ERR_clear_error()
-            return false
+        var digest = [UInt8](repeating: 0, count: 32)
+        let hashed = digest.withUnsafeMutableBufferPointer { d in
+            SHA256(message.baseAddress?.assumingMemoryBound(to: UInt8.self), message.count, d.baseAddress)
         }
-        let result = EVP_DigestVerify(ctx, signature.baseAddress?.assumingMemoryBound(to: UInt8.self), signature.count,
-                                      message.baseAddress?.assumingMemoryBound(to: UInt8.self), message.count)
+        guard hashed != nil else { return false }
+        guard let context = takeContext() else { return false }
+        let result = digest.withUnsafeBufferPointer { d in
+            EVP_PKEY_verify(context.ctx, signature.baseAddress?.assumingMemoryBound(to: UInt8.self), signature.count,
+                            d.baseAddress, d.count)
+        }
         if result != 1 { ERR_clear_error() }
+        returnContext(context)
         return result == 1
     }
+
+    // Verify contexts initialised once and reused: in OpenSSL 3.0 building an EVP_PKEY_CTX per call costs
+    // about as much as the RSA-2048 verify itself. A context is used by one thread at a time.
+    private let contexts = Mutex<[VerifyContext]>([])
+    private static let maxPooledContexts = 64
+
+    private func takeContext() -> VerifyContext? {
+        if let pooled = contexts.withLock({ $0.popLast() }) { return pooled }
+        guard let ctx = EVP_PKEY_CTX_new_from_pkey(nil, pkey, nil) else { return nil }
+        var ok = EVP_PKEY_verify_init(ctx) == 1
+        if ok && algorithm == .rs256 { ok = EVP_PKEY_CTX_set_rsa_padding(ctx, RSA_PKCS1_PADDING) == 1 }
+        if ok { ok = EVP_PKEY_CTX_set_signature_md(ctx, SHA256Algorithm.md) == 1 }
+        guard ok else {
+            ERR_clear_error()
+            EVP_PKEY_CTX_free(ctx)
+            return nil
+        }
+        return VerifyContext(ctx: ctx)
+    }
+
+    private func returnContext(_ context: VerifyContext) {
+        let kept = contexts.withLock { pool -> Bool in
+            guard pool.count < Self.maxPooledContexts else { return false }
+            pool.append(context)
+            return true
+        }
+        if !kept { EVP_PKEY_CTX_free(context.ctx) }
+    }
+}
+
+/// An EVP_PKEY_CTX initialised for verification with one key.
+// SAFETY: a context is owned by exactly one thread between takeContext and returnContext; the pool hands it over under a Mutex.
+struct VerifyContext: @unchecked Sendable {
+    let ctx: OpaquePointer
+}
+
+/// A C string that lives forever. OSSL_PARAM_BLD keeps the key-name and value pointers (not copies) until
+/// OSSL_PARAM_BLD_to_param, so Swift's temporary String-to-pointer bridging must not be used there.
+/// Names are the values of OSSL_PKEY_PARAM_RSA_N ("n"), _RSA_E ("e"), _GROUP_NAME ("group"), _PUB_KEY ("pub").
+private func cString(_ s: StaticString) -> UnsafePointer<CChar> {
+    UnsafeRawPointer(s.utf8Start).assumingMemoryBound(to: CChar.self)
 }
 
 /// Conversion between JOSE's fixed-width r‖s and the DER ECDSA-Sig-Value OpenSSL expects.
