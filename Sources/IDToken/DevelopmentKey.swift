@@ -156,7 +156,12 @@ public final class DevelopmentKey: @unchecked Sendable {
 
     /// Signs an arbitrary header and payload text (tests use this to build hostile headers).
     public func sign(headerJSON: String, payloadJSON: String) -> String {
-        let signingInput = Base64URL.encode(Array(headerJSON.utf8)) + "." + Base64URL.encode(Array(payloadJSON.utf8))
+        sign(header: Array(headerJSON.utf8), payload: Array(payloadJSON.utf8))
+    }
+
+    /// Signs arbitrary header and payload bytes (which need not be UTF-8 or JSON).
+    public func sign(header: [UInt8], payload: [UInt8]) -> String {
+        let signingInput = Base64URL.encode(header) + "." + Base64URL.encode(payload)
         return signingInput + "." + Base64URL.encode(signature(over: Array(signingInput.utf8)))
     }
 
