@@ -36,14 +36,25 @@ public enum JWS {
         let signaturePart = UnsafeRawBufferPointer(rebasing: bytes[(secondDot + 1)...])
         let signedPart = UnsafeRawBufferPointer(rebasing: bytes[0..<secondDot])
 
-        guard let headerBytes = Base64URL.decode(bytes: headerPart) else { return .failure(IDTokenError(.badBase64, "header")) }
+        let known = keys.knownHeader(headerPart)
+        let headerBytes: [UInt8]
+        if known != nil {
+            headerBytes = []
+        } else {
+            guard let decoded = Base64URL.decode(bytes: headerPart) else { return .failure(IDTokenError(.badBase64, "header")) }
+            headerBytes = decoded
+        }
         guard let payload = Base64URL.decode(bytes: payloadPart) else { return .failure(IDTokenError(.badBase64, "payload")) }
         guard let signature = Base64URL.decode(bytes: signaturePart) else { return .failure(IDTokenError(.badBase64, "signature")) }
 
         let header: JOSEHeader
-        switch JOSEHeader.decode(headerBytes) {
-        case .success(let h): header = h
-        case .failure(let e): return .failure(e)
+        if let known {
+            header = known
+        } else {
+            switch JOSEHeader.decode(headerBytes) {
+            case .success(let h): header = h
+            case .failure(let e): return .failure(e)
+            }
         }
         guard let algorithm = SignatureAlgorithm(rawValue: header.alg) else {
             return .failure(IDTokenError(.unsupportedAlgorithm, "alg \(header.alg.prefix(16))"))
@@ -69,13 +80,20 @@ public enum JWS {
 }
 
 /// The protected header members this verifier looks at.
-struct JOSEHeader: Decodable {
+struct JOSEHeader: Decodable, Sendable {
     var alg: String
     var kid: String?
     var hasCrit: Bool
     var embedsKey: Bool
 
     enum CodingKeys: String, CodingKey { case alg, kid, crit, jwk, jku, x5u, x5c }
+
+    init(alg: String, kid: String?, hasCrit: Bool, embedsKey: Bool) {
+        self.alg = alg
+        self.kid = kid
+        self.hasCrit = hasCrit
+        self.embedsKey = embedsKey
+    }
 
     init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
@@ -107,11 +125,14 @@ enum JSONObject {
         }
     }
 
+    // One shared decoder: JSONDecoder is Sendable and its options are never changed.
+    private static let decoder = JSONDecoder()
+
     static func decode<T: Decodable>(_ type: T.Type, from bytes: [UInt8]) -> Result<T, Failure> {
         guard String(validating: bytes, as: UTF8.self) != nil else { return .failure(.notUTF8) }
         if let failure = bytes.withUnsafeBytes({ JSONPrecheck.check($0) }) { return .failure(.precheck(failure)) }
         do {
-            return .success(try JSONDecoder().decode(T.self, from: Data(bytes)))
+            return .success(try decoder.decode(T.self, from: Data(bytes)))
         } catch {
             return .failure(.decoding(error))
         }

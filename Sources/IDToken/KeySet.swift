@@ -27,6 +27,31 @@ public struct KeySet: Sendable {
     public let rejectedKeys: [RejectedKey]
     let keys: [String: PublicKey]
     let rejectedByKid: [String: IDTokenError]
+    /// Base64url header segments Google (and DevelopmentKey) send for each key, e.g. `{"alg":"RS256","kid":"…","typ":"JWT"}`.
+    /// A token whose header segment equals one byte for byte has exactly that header, so JSON decoding is skipped.
+    let knownHeaders: [(segment: [UInt8], header: JOSEHeader)]
+
+    private static func knownHeaders(_ keys: [String: PublicKey]) -> [(segment: [UInt8], header: JOSEHeader)] {
+        var out: [(segment: [UInt8], header: JOSEHeader)] = []
+        for (kid, key) in keys.sorted(by: { $0.key < $1.key }) {
+            // Only kids that need no JSON escaping.
+            guard kid.utf8.allSatisfy({ $0 >= 0x20 && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") && $0 < 0x7F }) else { continue }
+            let alg = key.algorithm.rawValue
+            let header = JOSEHeader(alg: alg, kid: kid, hasCrit: false, embedsKey: false)
+            for json in ["{\"alg\":\"\(alg)\",\"kid\":\"\(kid)\",\"typ\":\"JWT\"}", "{\"alg\":\"\(alg)\",\"kid\":\"\(kid)\"}"] {
+                out.append((Array(Base64URL.encode(Array(json.utf8)).utf8), header))
+            }
+        }
+        return out
+    }
+
+    /// The pre-decoded header whose segment equals `segment`, if any.
+    func knownHeader(_ segment: UnsafeRawBufferPointer) -> JOSEHeader? {
+        for known in knownHeaders where known.segment.count == segment.count {
+            if known.segment.withUnsafeBytes({ memEqual($0, segment) }) { return known.header }
+        }
+        return nil
+    }
 
     /// Parses a JWKS document (`{"keys": [...]}`).
     public init(jwks: [UInt8]) throws(IDTokenError) {
@@ -75,6 +100,7 @@ public struct KeySet: Sendable {
         }
         keys = loaded
         keyIDs = loaded.keys.sorted()
+        knownHeaders = Self.knownHeaders(loaded)
         rejectedKeys = rejected
         rejectedByKid = byKid
     }
@@ -87,6 +113,12 @@ public struct KeySet: Sendable {
         if let reason = rejectedByKid[kid] { return .failure(reason) }
         return .failure(IDTokenError(.unknownKid, "kid not in key set"))
     }
+}
+
+private func memEqual(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Bool {
+    guard a.count == b.count else { return false }
+    for i in 0..<a.count where a[i] != b[i] { return false }
+    return true
 }
 
 private struct JWKSDocument: Decodable {

@@ -121,17 +121,32 @@ struct Claims: Decodable {
 
     init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
-        func typed<T: Decodable>(_ type: T.Type, _ key: CodingKeys) throws -> T? {
-            guard c.contains(key) else { return nil }
-            do { return try c.decode(T.self, forKey: key) } catch { throw ClaimTypeError(claim: key.rawValue) }
+        // One keyed lookup per claim on the happy path; `contains` only to tell null from absent.
+        func string(_ key: CodingKeys) throws -> String? {
+            do {
+                if let v = try c.decodeIfPresent(String.self, forKey: key) { return v }
+            } catch {
+                throw ClaimTypeError(claim: key.rawValue)
+            }
+            if c.contains(key) { throw ClaimTypeError(claim: key.rawValue) }   // null
+            return nil
         }
         func time(_ key: CodingKeys) throws -> Int64? {
             // A JSON number (fractions allowed by RFC 7519, truncated); strings, booleans and null are refused.
-            guard let d = try typed(Double.self, key) else { return nil }
+            let d: Double
+            do {
+                guard let v = try c.decodeIfPresent(Double.self, forKey: key) else {
+                    if c.contains(key) { throw ClaimTypeError(claim: key.rawValue) }
+                    return nil
+                }
+                d = v
+            } catch {
+                throw ClaimTypeError(claim: key.rawValue)
+            }
             guard d.isFinite, abs(d) < 9_007_199_254_740_992 else { throw ClaimTypeError(claim: key.rawValue) }
             return Int64(d.rounded(.down))
         }
-        iss = try typed(String.self, .iss)
+        iss = try string(.iss)
         if c.contains(.aud) {
             if let one = try? c.decode(String.self, forKey: .aud) { aud = [one] }
             else if let many = try? c.decode([String].self, forKey: .aud) { aud = many }
@@ -140,19 +155,19 @@ struct Claims: Decodable {
         exp = try time(.exp)
         iat = try time(.iat)
         nbf = try time(.nbf)
-        sub = try typed(String.self, .sub)
-        email = try typed(String.self, .email)
+        sub = try string(.sub)
+        email = try string(.email)
         if c.contains(.emailVerified) {
             // Google has sent both `true` and `"true"`.
             if let b = try? c.decode(Bool.self, forKey: .emailVerified) { emailVerified = b }
             else if let s = try? c.decode(String.self, forKey: .emailVerified), s == "true" || s == "false" { emailVerified = s == "true" }
             else { throw ClaimTypeError(claim: "email_verified") }
         }
-        name = try typed(String.self, .name)
-        givenName = try typed(String.self, .givenName)
-        familyName = try typed(String.self, .familyName)
-        picture = try typed(String.self, .picture)
-        locale = try typed(String.self, .locale)
-        hd = try typed(String.self, .hd)
+        name = try string(.name)
+        givenName = try string(.givenName)
+        familyName = try string(.familyName)
+        picture = try string(.picture)
+        locale = try string(.locale)
+        hd = try string(.hd)
     }
 }

@@ -207,3 +207,17 @@ func hex(_ s: String) -> [UInt8] {
     while let a = it.next(), let b = it.next() { out.append(UInt8(String([a, b]), radix: 16)!) }
     return out
 }
+
+@Test(arguments: [
+    #"{"alg":"RS256","kid":"\#(rsaKid)","typ":"JWT"}"#,
+    #"{"alg":"RS256","kid":"\#(rsaKid)"}"#,
+    #"{"kid":"\#(rsaKid)","alg":"RS256","typ":"JWT"}"#,
+    #"{"alg":"RS256","typ":"JWT","kid":"\#(rsaKid)"}"#,
+])
+func googleShapedAndOtherHeadersAreDecidedAlike(_ header: String) {
+    // The first two match a pre-encoded header segment and skip JSON decoding; the others are decoded.
+    let token = Keys.rsa.sign(headerJSON: header, payloadJSON: Fixture.claimsText)
+    #expect(Fixture.code(Fixture.verify(token)) == "ok")
+    let forged = Keys.rsa2.sign(headerJSON: header, payloadJSON: Fixture.claimsText)
+    #expect(Fixture.code(Fixture.verify(forged)) == "bad_signature")
+}
