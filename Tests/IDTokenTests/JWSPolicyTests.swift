@@ -1,5 +1,7 @@
 // The JOSE layer: token shape, strict base64url, header policy (algorithms, embedded keys, crit, kid) and signatures.
+import Dispatch
 import IDToken
+import Synchronization
 import Testing
 
 struct HeaderCase: Sendable, CustomTestStringConvertible {
@@ -220,4 +222,17 @@ func googleShapedAndOtherHeadersAreDecidedAlike(_ header: String) {
     #expect(Fixture.code(Fixture.verify(token)) == "ok")
     let forged = Keys.rsa2.sign(headerJSON: header, payloadJSON: Fixture.claimsText)
     #expect(Fixture.code(Fixture.verify(forged)) == "bad_signature")
+}
+
+@Test func concurrentVerificationsWithSharedKeysAgree() {
+    let good = Keys.rsa.sign(claims: Fixture.claims)
+    let goodEC = Keys.ec.sign(claims: Fixture.claims)
+    let forged = Keys.rsa2.sign(claims: Fixture.claims, kid: Keys.rsa.kid)
+    let outcomes = Mutex<[String: Int]>([:])
+    DispatchQueue.concurrentPerform(iterations: 600) { i in
+        let token = [good, goodEC, forged][i % 3]
+        let code = Fixture.code(Fixture.verify(token))
+        outcomes.withLock { $0[code, default: 0] += 1 }
+    }
+    #expect(outcomes.withLock { $0 } == ["ok": 400, "bad_signature": 200])
 }
