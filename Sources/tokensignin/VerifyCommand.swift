@@ -6,6 +6,8 @@ func verifyCommand(_ args: ArraySlice<String>) -> Int32 {
     let policy: Policy
     let now: Int64
     let tokenArgument: String
+    let jwksFile: String?
+    let jwksURL: String?
     do throws(UsageError) {
         options = try ParsedArguments(args, flags: ["--client-id", "--jwks", "--jwks-url", "--now", "--clock-skew", "--hosted-domain"])
         guard options.positionals.count == 1 else { throw UsageError(message: "exactly one TOKEN (or -) is required") }
@@ -29,9 +31,9 @@ func verifyCommand(_ args: ArraySlice<String>) -> Int32 {
         guard skew >= 0 else { throw UsageError(message: "clock skew must not be negative") }
         policy = Policy(clientIDs: clientIDs, hostedDomains: domains, clockSkew: skew)
         now = try options.integer("--now") ?? currentUnixTime()
-        if options.values["--jwks"] != nil && options.values["--jwks-url"] != nil {
-            throw UsageError(message: "--jwks and --jwks-url are exclusive")
-        }
+        jwksFile = try options.single("--jwks")
+        jwksURL = try options.single("--jwks-url")
+        if jwksFile != nil && jwksURL != nil { throw UsageError(message: "--jwks and --jwks-url are exclusive") }
     } catch {
         printError("tokensignin verify: \(error.message)\n\(usage)")
         return ExitCode.usage
@@ -50,11 +52,9 @@ func verifyCommand(_ args: ArraySlice<String>) -> Int32 {
 
     let keys: KeySet
     do throws(IDTokenError) {
-        let file = (try? options.single("--jwks")) ?? nil
-        let url = (try? options.single("--jwks-url")) ?? nil
-        if let file {
+        if let file = jwksFile {
             keys = try loadKeySet(file: file)
-        } else if let url {
+        } else if let url = jwksURL {
             keys = try fetchKeySet(url: url)
         } else if let file = environment("TOKENSIGNIN_JWKS_FILE") {
             keys = try loadKeySet(file: file)

@@ -128,6 +128,7 @@ struct CommandLineTests {
         ["verify", "--client-id", "c", "--clock-skew", "-5", "x"],                   // negative skew
         ["verify", "--client-id", "c", "--jwks", "f", "--jwks-url", "https://x", "x"], // exclusive key sources
         ["verify", "--client-id"],                                                    // flag without value
+        ["verify", "--client-id", "c", "--jwks", "a", "--jwks", "b", "x"],           // one key source only
         ["frobnicate"],
         [],
         ["dev", "token", "--key", "k.pem"],                                          // missing required flags
