@@ -147,21 +147,26 @@ struct Claims: Decodable {
             return Int64(d.rounded(.down))
         }
         iss = try string(.iss)
-        if c.contains(.aud) {
-            if let one = try? c.decode(String.self, forKey: .aud) { aud = [one] }
-            else if let many = try? c.decode([String].self, forKey: .aud) { aud = many }
-            else { throw ClaimTypeError(claim: "aud") }
+        // `aud` is a string (Google) or an array of strings; try the common form first.
+        if let one = try? c.decodeIfPresent(String.self, forKey: .aud) {
+            aud = [one]
+        } else if c.contains(.aud) {
+            guard let many = try? c.decode([String].self, forKey: .aud) else { throw ClaimTypeError(claim: "aud") }
+            aud = many
         }
         exp = try time(.exp)
         iat = try time(.iat)
         nbf = try time(.nbf)
         sub = try string(.sub)
         email = try string(.email)
-        if c.contains(.emailVerified) {
-            // Google has sent both `true` and `"true"`.
-            if let b = try? c.decode(Bool.self, forKey: .emailVerified) { emailVerified = b }
-            else if let s = try? c.decode(String.self, forKey: .emailVerified), s == "true" || s == "false" { emailVerified = s == "true" }
-            else { throw ClaimTypeError(claim: "email_verified") }
+        // Google has sent both `true` and `"true"`.
+        if let b = try? c.decodeIfPresent(Bool.self, forKey: .emailVerified) {
+            emailVerified = b
+        } else if c.contains(.emailVerified) {
+            guard let s = try? c.decode(String.self, forKey: .emailVerified), s == "true" || s == "false" else {
+                throw ClaimTypeError(claim: "email_verified")
+            }
+            emailVerified = s == "true"
         }
         name = try string(.name)
         givenName = try string(.givenName)
