@@ -57,7 +57,7 @@ public enum JWS {
             }
         }
         guard let algorithm = SignatureAlgorithm(rawValue: header.alg) else {
-            return .failure(IDTokenError(.unsupportedAlgorithm, "alg \(header.alg.prefix(16))"))
+            return .failure(IDTokenError(.unsupportedAlgorithm, "alg is not RS256 or ES256"))   // never echo header text
         }
         if header.embedsKey { return .failure(IDTokenError(.embeddedKey, "header supplies a key")) }
         if header.hasCrit { return .failure(IDTokenError(.unknownCrit, "crit extensions are not understood")) }
