@@ -27,9 +27,40 @@ public struct IDTokenError: Error, Hashable, Sendable, CustomStringConvertible {
 }
 
 extension IDTokenError.Code {
-    // STUB: the IDToken helper replaces this list with the full set of rule names.
+    // Token shape and encoding.
+    public static let tokenTooLarge = Self("token_too_large")
+    public static let malformed = Self("malformed")
+    public static let badBase64 = Self("bad_base64")
+    public static let badHeader = Self("bad_header")
+    // Header policy.
+    public static let unsupportedAlgorithm = Self("unsupported_algorithm")
+    public static let embeddedKey = Self("embedded_key")
+    public static let unknownCrit = Self("unknown_crit")
+    public static let missingKid = Self("missing_kid")
     public static let unknownKid = Self("unknown_kid")
-    public static let keysUnavailable = Self("keys_unavailable")
+    public static let algorithmMismatch = Self("algorithm_mismatch")
+    // Signature.
+    public static let badSignature = Self("bad_signature")
+    // Claims.
+    public static let badPayload = Self("bad_payload")
+    public static let badIssuer = Self("bad_issuer")
+    public static let badAudience = Self("bad_audience")
+    public static let expired = Self("expired")
+    public static let notYetValid = Self("not_yet_valid")
+    public static let issuedInFuture = Self("issued_in_future")
+    public static let lifetimeTooLong = Self("lifetime_too_long")
+    public static let missingClaim = Self("missing_claim")
+    public static let badClaimType = Self("bad_claim_type")
+    public static let badSubject = Self("bad_subject")
     public static let hostedDomainNotAllowed = Self("hosted_domain_not_allowed")
+    // Keys.
+    public static let weakKey = Self("weak_key")
+    public static let unusableKey = Self("unusable_key")
+    public static let duplicateKid = Self("duplicate_kid")
     public static let invalidKeySet = Self("invalid_key_set")
+    public static let keysUnavailable = Self("keys_unavailable")
+    // Development keys (DevelopmentKey only).
+    public static let keyGenerationFailed = Self("key_generation_failed")
+    public static let signingFailed = Self("signing_failed")
+    public static let badPrivateKey = Self("bad_private_key")
 }

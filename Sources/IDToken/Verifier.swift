@@ -1,15 +1,23 @@
-// STUB: the pure verifier, a function of (token, key set, policy, clock). The IDToken helper replaces it.
+// The pure verifier: a function of (token, key set, policy, clock) returning verified claims or a typed reason.
+import FoundationEssentials
 
 /// What the relying party accepts: its client IDs, hosted domains and clock skew.
 public struct Policy: Sendable {
     public var clientIDs: [String]
+    /// When non-empty, only tokens whose `hd` is exactly one of these are accepted.
     public var hostedDomains: [String]
+    /// Seconds of tolerance on `exp`, `nbf` and `iat`.
     public var clockSkew: Int64
     public init(clientIDs: [String], hostedDomains: [String] = [], clockSkew: Int64 = 60) {
         self.clientIDs = clientIDs
         self.hostedDomains = hostedDomains
         self.clockSkew = clockSkew
     }
+
+    /// The two issuer spellings Google uses.
+    public static let googleIssuers = ["accounts.google.com", "https://accounts.google.com"]
+    /// Longest accepted `exp - iat` (Google issues one-hour tokens).
+    public static let maxLifetime: Int64 = 24 * 3600
 }
 
 /// The claims of a token that passed every check.
@@ -38,6 +46,133 @@ public struct Verifier: Sendable {
 
     /// Verifies `token` against `keys` at `now` (Unix seconds). No I/O.
     public func verify(_ token: String, keys: KeySet, now: Int64) -> Result<VerifiedToken, IDTokenError> {
-        .failure(IDTokenError(.unknownKid, "stub"))
+        let jws: VerifiedJWS
+        switch JWS.verify(token, keys: keys) {
+        case .success(let v): jws = v
+        case .failure(let e): return .failure(e)
+        }
+        return checkClaims(payload: jws.payload, keyID: jws.keyID, now: now)
+    }
+
+    /// The claim rules on an already signature-checked payload.
+    func checkClaims(payload: [UInt8], keyID: String, now: Int64) -> Result<VerifiedToken, IDTokenError> {
+        let claims: Claims
+        switch JSONObject.decode(Claims.self, from: payload) {
+        case .success(let c): claims = c
+        case .failure(.decoding(let error as ClaimTypeError)):
+            return .failure(IDTokenError(.badClaimType, "claim \(error.claim)"))
+        case .failure(let f):
+            return .failure(IDTokenError(.badPayload, f.summary))
+        }
+        guard let iss = claims.iss else { return .failure(IDTokenError(.missingClaim, "iss")) }
+        guard Policy.googleIssuers.contains(iss) else { return .failure(IDTokenError(.badIssuer, "")) }
+        guard let aud = claims.aud else { return .failure(IDTokenError(.missingClaim, "aud")) }
+        guard !aud.isEmpty, aud.allSatisfy({ a in policy.clientIDs.contains(where: { $0.utf8.elementsEqual(a.utf8) }) }) else {
+            return .failure(IDTokenError(.badAudience, ""))
+        }
+        guard let exp = claims.exp else { return .failure(IDTokenError(.missingClaim, "exp")) }
+        guard let iat = claims.iat else { return .failure(IDTokenError(.missingClaim, "iat")) }
+        guard let sub = claims.sub else { return .failure(IDTokenError(.missingClaim, "sub")) }
+        guard !sub.isEmpty else { return .failure(IDTokenError(.badSubject, "empty sub")) }
+        let skew = max(0, policy.clockSkew)
+        if now > exp &+ skew { return .failure(IDTokenError(.expired, "exp \(exp), now \(now)")) }
+        if let nbf = claims.nbf, now &+ skew < nbf { return .failure(IDTokenError(.notYetValid, "nbf \(nbf), now \(now)")) }
+        if iat > now &+ skew { return .failure(IDTokenError(.issuedInFuture, "iat \(iat), now \(now)")) }
+        if exp < iat { return .failure(IDTokenError(.lifetimeTooLong, "exp before iat")) }
+        if exp - iat > Policy.maxLifetime { return .failure(IDTokenError(.lifetimeTooLong, "exp - iat = \(exp - iat)")) }
+        if !policy.hostedDomains.isEmpty {
+            guard let hd = claims.hd, policy.hostedDomains.contains(hd) else {
+                return .failure(IDTokenError(.hostedDomainNotAllowed, ""))
+            }
+        }
+        return .success(VerifiedToken(
+            subject: sub, audience: aud[0], issuer: iss, issuedAt: iat, expiresAt: exp, keyID: keyID,
+            email: claims.email, emailVerified: claims.emailVerified ?? false, name: claims.name,
+            givenName: claims.givenName, familyName: claims.familyName, picture: claims.picture,
+            locale: claims.locale, hostedDomain: claims.hd,
+            claimsJSON: String(decoding: payload, as: UTF8.self)))
+    }
+}
+
+/// A claim present with the wrong JSON type (for example `exp` as a string).
+struct ClaimTypeError: Error { let claim: String }
+
+/// The payload members the policy reads. Members present with the wrong type throw ClaimTypeError.
+struct Claims: Decodable {
+    var iss: String?
+    var aud: [String]?
+    var exp: Int64?
+    var iat: Int64?
+    var nbf: Int64?
+    var sub: String?
+    var email: String?
+    var emailVerified: Bool?
+    var name: String?
+    var givenName: String?
+    var familyName: String?
+    var picture: String?
+    var locale: String?
+    var hd: String?
+
+    enum CodingKeys: String, CodingKey {
+        case iss, aud, exp, iat, nbf, sub, email, name, picture, locale, hd
+        case emailVerified = "email_verified", givenName = "given_name", familyName = "family_name"
+    }
+
+    init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        // One keyed lookup per claim on the happy path; `contains` only to tell null from absent.
+        func string(_ key: CodingKeys) throws -> String? {
+            do {
+                if let v = try c.decodeIfPresent(String.self, forKey: key) { return v }
+            } catch {
+                throw ClaimTypeError(claim: key.rawValue)
+            }
+            if c.contains(key) { throw ClaimTypeError(claim: key.rawValue) }   // null
+            return nil
+        }
+        func time(_ key: CodingKeys) throws -> Int64? {
+            // A JSON number (fractions allowed by RFC 7519, truncated); strings, booleans and null are refused.
+            let d: Double
+            do {
+                guard let v = try c.decodeIfPresent(Double.self, forKey: key) else {
+                    if c.contains(key) { throw ClaimTypeError(claim: key.rawValue) }
+                    return nil
+                }
+                d = v
+            } catch {
+                throw ClaimTypeError(claim: key.rawValue)
+            }
+            guard d.isFinite, abs(d) < 9_007_199_254_740_992 else { throw ClaimTypeError(claim: key.rawValue) }
+            return Int64(d.rounded(.down))
+        }
+        iss = try string(.iss)
+        // `aud` is a string (Google) or an array of strings; try the common form first.
+        if let one = try? c.decodeIfPresent(String.self, forKey: .aud) {
+            aud = [one]
+        } else if c.contains(.aud) {
+            guard let many = try? c.decode([String].self, forKey: .aud) else { throw ClaimTypeError(claim: "aud") }
+            aud = many
+        }
+        exp = try time(.exp)
+        iat = try time(.iat)
+        nbf = try time(.nbf)
+        sub = try string(.sub)
+        email = try string(.email)
+        // Google has sent both `true` and `"true"`.
+        if let b = try? c.decodeIfPresent(Bool.self, forKey: .emailVerified) {
+            emailVerified = b
+        } else if c.contains(.emailVerified) {
+            guard let s = try? c.decode(String.self, forKey: .emailVerified), s == "true" || s == "false" else {
+                throw ClaimTypeError(claim: "email_verified")
+            }
+            emailVerified = s == "true"
+        }
+        name = try string(.name)
+        givenName = try string(.givenName)
+        familyName = try string(.familyName)
+        picture = try string(.picture)
+        locale = try string(.locale)
+        hd = try string(.hd)
     }
 }

@@ -1,0 +1,140 @@
+// The JWS layer: compact serialization parsing, header policy and the signature check, returning the payload bytes.
+import FoundationEssentials
+
+/// A compact JWS whose header passed the policy and whose signature verified with the named key.
+public struct VerifiedJWS: Sendable {
+    public let algorithm: SignatureAlgorithm
+    public let keyID: String
+    /// The decoded payload bytes (not necessarily JSON at this layer).
+    public let payload: [UInt8]
+}
+
+public enum JWS {
+    /// Tokens longer than this are refused before any decoding (Google ID tokens are about 1 KB).
+    public static let maxTokenBytes = 16 * 1024
+
+    /// Parses `compact` and checks its signature against `keys`. Policy: three segments, strict base64url,
+    /// header a UTF-8 JSON object with `alg` RS256 or ES256, no `jwk`/`jku`/`x5u`/`x5c`, no `crit`, a `kid`
+    /// found exactly in `keys` whose key type matches `alg`, signature of the exact length.
+    public static func verify(_ compact: String, keys: KeySet) -> Result<VerifiedJWS, IDTokenError> {
+        var token = compact
+        return token.withUTF8 { verify(bytes: UnsafeRawBufferPointer($0), keys: keys) }
+    }
+
+    static func verify(bytes: UnsafeRawBufferPointer, keys: KeySet) -> Result<VerifiedJWS, IDTokenError> {
+        guard bytes.count <= maxTokenBytes else { return .failure(IDTokenError(.tokenTooLarge, "\(bytes.count) bytes")) }
+        // Exactly two dots.
+        var firstDot = -1, secondDot = -1
+        for i in 0..<bytes.count where bytes[i] == UInt8(ascii: ".") {
+            if firstDot < 0 { firstDot = i } else if secondDot < 0 { secondDot = i } else {
+                return .failure(IDTokenError(.malformed, "more than three segments"))
+            }
+        }
+        guard secondDot > 0 else { return .failure(IDTokenError(.malformed, "fewer than three segments")) }
+        let headerPart = UnsafeRawBufferPointer(rebasing: bytes[0..<firstDot])
+        let payloadPart = UnsafeRawBufferPointer(rebasing: bytes[(firstDot + 1)..<secondDot])
+        let signaturePart = UnsafeRawBufferPointer(rebasing: bytes[(secondDot + 1)...])
+        let signedPart = UnsafeRawBufferPointer(rebasing: bytes[0..<secondDot])
+
+        let known = keys.knownHeader(headerPart)
+        let headerBytes: [UInt8]
+        if known != nil {
+            headerBytes = []
+        } else {
+            guard let decoded = Base64URL.decode(bytes: headerPart) else { return .failure(IDTokenError(.badBase64, "header")) }
+            headerBytes = decoded
+        }
+        guard let payload = Base64URL.decode(bytes: payloadPart) else { return .failure(IDTokenError(.badBase64, "payload")) }
+        guard let signature = Base64URL.decode(bytes: signaturePart) else { return .failure(IDTokenError(.badBase64, "signature")) }
+
+        let header: JOSEHeader
+        if let known {
+            header = known
+        } else {
+            switch JOSEHeader.decode(headerBytes) {
+            case .success(let h): header = h
+            case .failure(let e): return .failure(e)
+            }
+        }
+        guard let algorithm = SignatureAlgorithm(rawValue: header.alg) else {
+            return .failure(IDTokenError(.unsupportedAlgorithm, "alg is not RS256 or ES256"))   // never echo header text
+        }
+        if header.embedsKey { return .failure(IDTokenError(.embeddedKey, "header supplies a key")) }
+        if header.hasCrit { return .failure(IDTokenError(.unknownCrit, "crit extensions are not understood")) }
+        guard let kid = header.kid else { return .failure(IDTokenError(.missingKid, "")) }
+        let key: PublicKey
+        switch keys.key(for: kid) {
+        case .success(let k): key = k
+        case .failure(let e): return .failure(e)
+        }
+        guard key.algorithm == algorithm else {
+            return .failure(IDTokenError(.algorithmMismatch, "alg \(algorithm.rawValue) with a \(key.algorithm.rawValue) key"))
+        }
+        guard signature.count == key.signatureLength else {
+            return .failure(IDTokenError(.badSignature, "signature length \(signature.count), expected \(key.signatureLength)"))
+        }
+        let ok = signature.withUnsafeBytes { key.verify(signature: $0, message: signedPart) }
+        guard ok else { return .failure(IDTokenError(.badSignature, "")) }
+        return .success(VerifiedJWS(algorithm: algorithm, keyID: kid, payload: payload))
+    }
+}
+
+/// The protected header members this verifier looks at.
+struct JOSEHeader: Decodable, Sendable {
+    var alg: String
+    var kid: String?
+    var hasCrit: Bool
+    var embedsKey: Bool
+
+    enum CodingKeys: String, CodingKey { case alg, kid, crit, jwk, jku, x5u, x5c }
+
+    init(alg: String, kid: String?, hasCrit: Bool, embedsKey: Bool) {
+        self.alg = alg
+        self.kid = kid
+        self.hasCrit = hasCrit
+        self.embedsKey = embedsKey
+    }
+
+    init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        alg = try c.decode(String.self, forKey: .alg)
+        kid = try c.decodeIfPresent(String.self, forKey: .kid)
+        hasCrit = c.contains(.crit)
+        embedsKey = c.contains(.jwk) || c.contains(.jku) || c.contains(.x5u) || c.contains(.x5c)
+    }
+
+    static func decode(_ bytes: [UInt8]) -> Result<JOSEHeader, IDTokenError> {
+        switch JSONObject.decode(JOSEHeader.self, from: bytes) {
+        case .success(let h): return .success(h)
+        case .failure(let why): return .failure(IDTokenError(.badHeader, why.summary))
+        }
+    }
+}
+
+/// JSON objects through FoundationEssentials' JSONDecoder, after UTF-8 validation and JSONPrecheck.
+enum JSONObject {
+    enum Failure: Error {
+        case notUTF8, precheck(JSONPrecheck.Failure), decoding(any Error)
+        /// A log-safe summary (never echoes values from the token).
+        var summary: String {
+            switch self {
+            case .notUTF8: "not UTF-8"
+            case .precheck(let f): "JSON precheck: \(f)"
+            case .decoding: "JSON does not decode as expected"
+            }
+        }
+    }
+
+    // One shared decoder: JSONDecoder is Sendable and its options are never changed.
+    private static let decoder = JSONDecoder()
+
+    static func decode<T: Decodable>(_ type: T.Type, from bytes: [UInt8]) -> Result<T, Failure> {
+        guard String(validating: bytes, as: UTF8.self) != nil else { return .failure(.notUTF8) }
+        if let failure = bytes.withUnsafeBytes({ JSONPrecheck.check($0) }) { return .failure(.precheck(failure)) }
+        do {
+            return .success(try decoder.decode(T.self, from: Data(bytes)))
+        } catch {
+            return .failure(.decoding(error))
+        }
+    }
+}
