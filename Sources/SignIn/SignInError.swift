@@ -27,7 +27,7 @@ public struct SignInError: Error, Hashable, Sendable, CustomStringConvertible {
     /// The configuration message for `.invalidConfiguration` (it names the setting and never echoes a
     /// secret); only the code name for request errors, whose detail belongs in logs.
     public var description: String {
-        code == .invalidConfiguration ? detail : code.name
+        code == .invalidConfiguration || code == .serverFailed ? detail : code.name
     }
 }
 
@@ -44,4 +44,9 @@ extension SignInError.Code {
     public static let tokenTooLarge = Self("token_too_large")
     /// The web form's `g_csrf_token` is missing or differs from the cookie of that name (HTTP 403).
     public static let csrfMismatch = Self("csrf_mismatch")
+}
+
+extension SignInError.Code {
+    /// The responder could not start or stopped on a fatal server error; `detail` says why.
+    public static let serverFailed = Self("server_failed")
 }

@@ -1,0 +1,51 @@
+// `tokensignin serve`: wires the configuration, Google's key cache and the FastCGI server together.
+import FastCGI
+import IDToken
+import Store
+
+public enum Serve {
+    /// Runs the responder until SIGTERM/SIGINT (graceful: in-flight requests finish). Throws at start-up
+    /// for a setting that cannot work (naming it), or when the server fails.
+    public static func run(_ configuration: Configuration, log: Log, clock: @escaping @Sendable () -> Int64) throws(SignInError) {
+        let server: Server
+        do {
+            let listen = try Listen.parse(configuration.listen)
+            server = try Server(listen: listen, workers: configuration.workers, maxBodyBytes: Configuration.maxBodyBytes)
+            // Before any other thread exists, so every thread inherits the blocked signals.
+            try server.stopOnTerminationSignals()
+        } catch {
+            throw SignInError(.invalidConfiguration, "TOKENSIGNIN_LISTEN: cannot listen on \(configuration.listen ?? "fd 0"): \(error.detail)")
+        }
+
+        let keys: KeyCache
+        if let file = configuration.jwksFile {
+            keys = KeyCache(source: .file(file))
+            do {
+                _ = try keys.currentKeys()
+            } catch {
+                throw SignInError(.invalidConfiguration, "TOKENSIGNIN_JWKS_FILE: cannot load a key set from \(file): \(error.code.name) \(error.detail)")
+            }
+        } else {
+            keys = KeyCache(source: .url(configuration.jwksURL))
+            keys.start()
+        }
+
+        // A database that is down at start-up is not fatal: requests get 503 until it is back.
+        do {
+            _ = try Connection(conninfo: configuration.conninfo).query("SELECT 1", [])
+        } catch {
+            log.warning("database_unavailable_at_start", ["code": error.code.name, "sqlstate": error.sqlState])
+        }
+
+        let service = Service(configuration: configuration, keys: keys, log: log, clock: clock)
+        log.info("started", ["listen": server.address, "workers": String(configuration.workers),
+                             "client_ids": configuration.clientIDs.joined(separator: ","),
+                             "keys": configuration.jwksFile ?? configuration.jwksURL])
+        do {
+            try server.run { worker in service.makeHandler(worker: worker) }
+        } catch {
+            throw SignInError(.serverFailed, "the FastCGI server failed: \(error.code.name) \(error.detail)")
+        }
+        log.info("stopped", [:])
+    }
+}
