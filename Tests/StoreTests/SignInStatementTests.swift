@@ -232,6 +232,35 @@ import Testing
         #expect(try connection.query("SELECT count(*) FROM signin.active_sessions")[0, 0] == "1")
     }
 
+    @Test func failureBeforeTheDatabaseIsAuditedWithItsReason() throws {
+        let db = try TestDatabase.migrated("audit_failure")
+        let connection = try db.connect()
+        try connection.execute(SignInStatements.auditFailure, ["bad_audience", nil, "2001:db8::1", "UA"])
+        let row = try connection.query("SELECT outcome, reason, host(ip), user_id IS NULL FROM signin.sign_ins")
+        #expect(row[0, 0] == "failure" && row[0, 1] == "bad_audience" && row[0, 2] == "2001:db8::1" && row[0, 3] == "t")
+        #expect(throws: StoreError(.constraintViolation)) {
+            try connection.execute(SignInStatements.auditFailure, ["Not A Code", nil, nil, nil])
+        }
+    }
+
+    @Test func pruningDeletesOnlyLongDeadSessions() throws {
+        let db = try TestDatabase.migrated("prune")
+        let connection = try db.connect()
+        let (live, _) = try Self.signedIn(connection)
+        let (old, _) = try Self.signedIn(connection)
+        try connection.query("""
+            UPDATE signin.sessions SET revoked_at = now() - interval '31 days', revoked_reason = 'sign_out'
+             WHERE token_hash = decode($1, 'hex')
+            """, [old])
+        let pruned = try connection.query("""
+            DELETE FROM signin.sessions
+             WHERE expires_at < now() - interval '30 days' OR revoked_at < now() - interval '30 days'
+            """)
+        #expect(pruned.affectedRows == 1)
+        #expect(try connection.execute(SignInStatements.lookUpSession, [live, "1 hour"]).count == 1)
+        #expect(try connection.query("SELECT count(*) FROM signin.sign_ins")[0, 0] == "2")  // audit kept
+    }
+
     @Test func unknownRevocationReasonIsRefused() throws {
         let db = try TestDatabase.migrated("revoke_reason")
         let connection = try db.connect()

@@ -84,4 +84,11 @@ enum SignInStatements {
         UPDATE signin.sessions SET revoked_at = now(), revoked_reason = $2
          WHERE user_id = $1::bigint AND revoked_at IS NULL
         """)
+
+    /// A failure before the database was involved (bad token, wrong audience, ...). $1 reason code,
+    /// $2 client_id, $3 ip, $4 user_agent.
+    static let auditFailure = Statement(name: "signin_audit_failure", sql: """
+        INSERT INTO signin.sign_ins (outcome, reason, client_id, ip, user_agent)
+        VALUES ('failure', $1, $2, $3::inet, $4)
+        """)
 }
