@@ -5,6 +5,7 @@
 -- never edit one that has been applied anywhere; add the next number instead. No BEGIN/COMMIT in here.
 
 CREATE SCHEMA IF NOT EXISTS signin;
+COMMENT ON SCHEMA signin IS 'tokensignin: users signed in with Google, their sessions and the sign-in audit.';
 
 CREATE TABLE signin.users (
     id                        bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,

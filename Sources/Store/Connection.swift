@@ -20,6 +20,7 @@ public final class Connection {
         ("keepalives_idle", "30"),
         ("keepalives_interval", "10"),
         ("keepalives_count", "3"),
+        ("tcp_user_timeout", "30000"),  // ms a write may stay unacknowledged before the connection is dead
         ("fallback_application_name", "tokensignin"),
     ]
 
@@ -167,7 +168,12 @@ public final class Connection {
             return StoreError(.connectionLost, sqlState: sqlState, constraint: constraint, message)
         }
         let status = PQresultStatus(result)
-        let code = status == PGRES_FATAL_ERROR ? StoreError.code(forSQLState: sqlState) : .queryFailed
+        guard status == PGRES_FATAL_ERROR else {
+            // COPY or another mode Store does not drive: the session is unusable, start a fresh one next call.
+            needsReset = true
+            return StoreError(.queryFailed, sqlState: sqlState, constraint: constraint, "unexpected result status")
+        }
+        let code = StoreError.code(forSQLState: sqlState)
         return StoreError(code, sqlState: sqlState, constraint: constraint, message)
     }
 

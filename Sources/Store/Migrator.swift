@@ -74,7 +74,10 @@ public struct Migrator: Sendable {
     public func migrate(on connection: Connection) throws(StoreError) -> [String] {
         let applied = try connection.transaction { (c) throws(StoreError) -> [String: String] in
             try Migrator.lock(c)
-            try c.run(script: Migrator.bootstrap)
+            // Only the first run creates it: later runs need no privilege on the schema beyond the files' own.
+            if try c.query("SELECT to_regclass('signin.schema_migrations') IS NULL")[0, 0] == "t" {
+                try c.run(script: Migrator.bootstrap)
+            }
             return try Migrator.appliedChecksums(c)
         }
         let checksums = try checksums(on: connection)
@@ -130,7 +133,6 @@ public struct Migrator: Sendable {
     /// The bookkeeping table; created by the Migrator itself because it must exist before 001 is recorded.
     static let bootstrap = """
         CREATE SCHEMA IF NOT EXISTS signin;
-        COMMENT ON SCHEMA signin IS 'tokensignin: users signed in with Google, their sessions and the sign-in audit.';
         CREATE TABLE IF NOT EXISTS signin.schema_migrations (
             name       text        PRIMARY KEY,
             checksum   text        NOT NULL CHECK (checksum ~ '^[0-9a-f]{64}$'),

@@ -199,6 +199,12 @@ import Testing
         #expect(rows[0, 0] == "\(connection.backendPID)?")
     }
 
+    @Test func copyModeIsRefusedAndTheNextCallWorks() throws {
+        let connection = try Connection(conninfo: "")
+        #expect(throws: StoreError(.queryFailed)) { try connection.query("COPY (SELECT 1) TO STDOUT") }
+        #expect(try connection.query("SELECT 2")[0, 0] == "2")
+    }
+
     @Test func transactionCommitsOrRollsBack() throws {
         let db = try TestDatabase("tx")
         let connection = try db.connect()
