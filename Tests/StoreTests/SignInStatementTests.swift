@@ -56,6 +56,17 @@ import Testing
         #expect(try connection.query("SELECT count(*) FROM signin.sessions")[0, 0] == "2")
     }
 
+    @Test func missingEmailVerifiedIsFalseAndLongUserAgentIsCut() throws {
+        let db = try TestDatabase.migrated("signin_optional")
+        let connection = try db.connect()
+        var params = Self.params(sub: "sub-o")
+        params[2] = nil
+        params[12] = String(repeating: "u", count: 5000)
+        try connection.execute(SignInStatements.signIn, params)
+        #expect(try connection.query("SELECT email_verified FROM signin.users")[0, 0] == "f")
+        #expect(try connection.query("SELECT length(user_agent) FROM signin.sessions")[0, 0] == "1024")
+    }
+
     @Test func emailIsNotAnIdentityTwoSubsWithOneEmailAreTwoUsers() throws {
         let db = try TestDatabase.migrated("signin_email")
         let connection = try db.connect()
@@ -280,5 +291,16 @@ final class Outcomes: @unchecked Sendable {
     func fail(_ message: String) { lock.withLock { failures.append(message) } }
     var snapshot: (created: [String?], userIDs: [String?], failures: [String]) {
         lock.withLock { (created, userIDs, failures) }
+    }
+}
+
+@Suite struct DatabaseDocsTests {
+    @Test(arguments: [
+        SignInStatements.signIn, SignInStatements.lookUpSession, SignInStatements.revokeSession,
+        SignInStatements.revokeAllSessions, SignInStatements.auditFailure,
+    ])
+    func docsShowTheTestedStatementVerbatim(_ statement: Statement) throws {
+        let docs = try String(contentsOfFile: repositoryRoot + "/docs/database.md", encoding: .utf8)
+        #expect(docs.contains(statement.sql), "docs/database.md is out of date for \(statement.name)")
     }
 }

@@ -5,16 +5,16 @@ import Store
 enum SignInStatements {
     /// One round trip per sign-in: upsert the user on google_sub, open a session unless the account is disabled
     /// or its Google sign-in is blocked, and write the audit row. Parameters:
-    /// $1 google_sub, $2 email, $3 email_verified ('true'/'false'), $4 name, $5 given_name, $6 family_name,
+    /// $1 google_sub, $2 email, $3 email_verified ('true'/'false'/NULL = false), $4 name, $5 given_name, $6 family_name,
     /// $7 picture, $8 locale, $9 hosted_domain, $10 token_hash (hex of SHA-256 of the session token),
-    /// $11 session lifetime (interval, e.g. '30 days'), $12 client_id (aud), $13 user_agent, $14 ip.
+    /// $11 session lifetime (interval, e.g. '30 days'), $12 client_id (aud), $13 user_agent (cut to 1024 characters), $14 ip (NULL if not an address).
     /// Returns one row; `refusal` is NULL and `session_id` set on success, else `refusal` names the reason.
     static let signIn = Statement(name: "signin_sign_in", sql: """
         WITH u AS (
             INSERT INTO signin.users AS u
                    (google_sub, email, email_verified, name, given_name, family_name, picture, locale,
                     hosted_domain, last_sign_in_at)
-            VALUES ($1, $2, $3::boolean, $4, $5, $6, $7, $8, $9, now())
+            VALUES ($1, $2, coalesce($3::boolean, false), $4, $5, $6, $7, $8, $9, now())
             ON CONFLICT (google_sub) DO UPDATE
                SET email = EXCLUDED.email, email_verified = EXCLUDED.email_verified, name = EXCLUDED.name,
                    given_name = EXCLUDED.given_name, family_name = EXCLUDED.family_name,
@@ -29,14 +29,15 @@ enum SignInStatements {
                       END AS refusal
         ), s AS (
             INSERT INTO signin.sessions (user_id, token_hash, expires_at, client_id, user_agent, ip)
-            SELECT u.id, decode($10, 'hex'), date_trunc('second', now() + $11::interval), $12, $13, $14::inet
+            SELECT u.id, decode($10, 'hex'), date_trunc('second', now() + $11::interval), $12,
+                   left($13, 1024), $14::inet
               FROM u
              WHERE u.refusal IS NULL
             RETURNING id, expires_at
         ), audit AS (
             INSERT INTO signin.sign_ins (user_id, google_sub, outcome, reason, client_id, ip, user_agent, session_id)
             SELECT u.id, u.google_sub, CASE WHEN u.refusal IS NULL THEN 'success' ELSE 'failure' END, u.refusal,
-                   $12, $14::inet, $13, s.id
+                   $12, $14::inet, left($13, 1024), s.id
               FROM u LEFT JOIN s ON true
         )
         SELECT u.id AS user_id, u.google_sub, u.email, u.email_verified, u.name, u.given_name, u.family_name,
@@ -89,6 +90,6 @@ enum SignInStatements {
     /// $2 client_id, $3 ip, $4 user_agent.
     static let auditFailure = Statement(name: "signin_audit_failure", sql: """
         INSERT INTO signin.sign_ins (outcome, reason, client_id, ip, user_agent)
-        VALUES ('failure', $1, $2, $3::inet, $4)
+        VALUES ('failure', $1, $2, $3::inet, left($4, 1024))
         """)
 }
