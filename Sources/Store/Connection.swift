@@ -49,6 +49,19 @@ public final class Connection {
     /// The server's process ID for this session (for pg_stat_activity and pg_terminate_backend).
     public var backendPID: Int { Int(PQbackendPID(pg)) }
 
+    /// The value libpq is using for a connection option (`host`, `dbname`, `connect_timeout`, ...), for logs
+    /// and checks. Never returns the password.
+    public func setting(_ keyword: String) -> String? {
+        guard keyword != "password", let options = PQconninfo(pg) else { return nil }
+        defer { PQconninfoFree(options) }
+        var option = options
+        while let name = option.pointee.keyword {
+            if String(cString: name) == keyword { return option.pointee.val.map { String(cString: $0) } }
+            option += 1
+        }
+        return nil
+    }
+
     /// Runs `sql` with `$n` parameters (text format; `nil` is NULL) through the extended protocol.
     @discardableResult
     public func query(_ sql: String, _ params: [String?] = []) throws(StoreError) -> Rows {

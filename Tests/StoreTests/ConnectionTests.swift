@@ -32,6 +32,17 @@ import Testing
         #expect(rows[0, 1] == "tokensignin")
     }
 
+    @Test func timeoutsAndKeepalivesAreOnUnlessTheConninfoSaysOtherwise() throws {
+        let defaults = try Connection(conninfo: "")
+        #expect(defaults.setting("connect_timeout") == "5")
+        #expect(defaults.setting("keepalives") == "1")
+        #expect(defaults.setting("client_encoding") == "UTF8")
+        #expect(defaults.setting("password") == nil)
+        let custom = try Connection(conninfo: "connect_timeout=9 client_encoding=LATIN1")
+        #expect(custom.setting("connect_timeout") == "9")
+        #expect(custom.setting("client_encoding") == "UTF8")  // Store always speaks UTF-8
+    }
+
     @Test func uriConninfoWorks() throws {
         let env = ProcessInfo.processInfo.environment
         let host = try #require(env["PGHOST"]).addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
