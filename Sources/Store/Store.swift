@@ -1,3 +1,0 @@
-// Store module (placeholder until its first implementation lands).
-import CLibPQ
-enum StorePlaceholder {}

@@ -1,0 +1,81 @@
+// The one error type of the Store module: why a connection, statement or migration failed.
+
+/// A database failure. Equality is on `code` only; `detail` is for operators' logs, never for clients.
+public struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// A stable, machine-readable reason (`connection_lost`, `unique_violation`, ...), used in logs and metrics.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        public let name: String
+        init(_ name: String) { self.name = name }
+        public var description: String { name }
+    }
+
+    public let code: Code
+    /// The server's SQLSTATE (`23505`, `57P01`, ...) when the server sent one.
+    public let sqlState: String?
+    /// The constraint a violation hit (`users_google_sub_key`), when the server named one.
+    public let constraint: String?
+    /// libpq's or the server's primary message, for logs. Never includes parameter values (no DETAIL line).
+    public let detail: String
+
+    public init(_ code: Code, sqlState: String? = nil, constraint: String? = nil, _ detail: String = "") {
+        self.code = code
+        self.sqlState = sqlState
+        self.constraint = constraint
+        self.detail = detail
+    }
+
+    public static func == (lhs: Self, rhs: Self) -> Bool { lhs.code == rhs.code }
+    public func hash(into hasher: inout Hasher) { hasher.combine(code) }
+    public var description: String { code.name }
+
+    /// True when the same request may succeed if tried again (database down or restarting, connection lost,
+    /// serialization failure or deadlock): the client is not at fault, answer 503.
+    public var isRetryable: Bool {
+        if code == .connectionFailed || code == .connectionLost || code == .serializationFailure { return true }
+        guard let sqlState else { return false }
+        return StoreError.isRetryable(sqlState: sqlState)
+    }
+
+    /// Class 08 (connection exception), 57P01-57P03 (admin/crash shutdown, cannot connect now),
+    /// 40001 (serialization failure), 40P01 (deadlock detected).
+    static func isRetryable(sqlState: String) -> Bool {
+        sqlState.hasPrefix("08") || ["57P01", "57P02", "57P03", "40001", "40P01"].contains(sqlState)
+    }
+
+    /// States after which the session on this connection is gone and libpq must reconnect.
+    static func losesConnection(sqlState: String) -> Bool {
+        sqlState.hasPrefix("08") || ["57P01", "57P02", "57P03"].contains(sqlState)
+    }
+
+    /// The code for a server error with this SQLSTATE.
+    static func code(forSQLState sqlState: String?) -> Code {
+        guard let sqlState else { return .queryFailed }
+        if losesConnection(sqlState: sqlState) { return .connectionLost }
+        switch sqlState {
+        case "23505": return .uniqueViolation
+        case "40001", "40P01": return .serializationFailure
+        default: return sqlState.hasPrefix("23") ? .constraintViolation : .queryFailed
+        }
+    }
+}
+
+extension StoreError.Code {
+    /// Could not open (or re-open) a connection: server down, wrong address, authentication refused, timeout.
+    public static let connectionFailed = Self("connection_failed")
+    /// The connection broke during a call (server restarted, backend terminated, network lost).
+    public static let connectionLost = Self("connection_lost")
+    /// The server rejected the statement (syntax, type, permission, check in a function, ...).
+    public static let queryFailed = Self("query_failed")
+    /// SQLSTATE 23505: a unique or primary-key constraint refused the row.
+    public static let uniqueViolation = Self("unique_violation")
+    /// Any other integrity constraint (class 23: check, foreign key, not null, exclusion).
+    public static let constraintViolation = Self("constraint_violation")
+    /// SQLSTATE 40001 or 40P01: the transaction lost a race; running it again may succeed.
+    public static let serializationFailure = Self("serialization_failure")
+    /// A parameter or statement libpq cannot carry (a NUL character in text, two statements under one name).
+    public static let invalidParameter = Self("invalid_parameter")
+    /// A migration file is unreadable, misnamed, duplicated, not UTF-8, failed, or ended its own transaction.
+    public static let badMigration = Self("bad_migration")
+    /// A migration file changed after it was applied; the database and the files no longer agree.
+    public static let checksumMismatch = Self("checksum_mismatch")
+}

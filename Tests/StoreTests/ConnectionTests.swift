@@ -1,0 +1,276 @@
+// Connection: connecting, parameters, errors and their codes, prepared statements, losing the server.
+import Foundation
+import Store
+import Testing
+
+@Suite struct ConnectionTests {
+    @Test func unreachableServerFailsWithConnectionFailedWithoutHanging() throws {
+        let start = Date()
+        #expect(throws: StoreError(.connectionFailed)) {
+            try Connection(conninfo: "host=/nonexistent/tokensignin port=1 dbname=x")
+        }
+        // A routable-nowhere address: bounded by connect_timeout, whatever the network does.
+        #expect(throws: StoreError(.connectionFailed)) {
+            try Connection(conninfo: "host=10.255.255.1 port=5432 dbname=x connect_timeout=2")
+        }
+        #expect(Date().timeIntervalSince(start) < 15)
+    }
+
+    @Test func connectionFailureIsRetryable() {
+        #expect(StoreError(.connectionFailed).isRetryable)
+        #expect(StoreError(.connectionLost).isRetryable)
+    }
+
+    @Test func malformedConninfoFailsWithConnectionFailed() {
+        #expect(throws: StoreError(.connectionFailed)) { try Connection(conninfo: "host='unterminated") }
+    }
+
+    @Test func emptyConninfoUsesTheEnvironmentAndAppliesTheDefaults() throws {
+        let connection = try Connection(conninfo: "")
+        let rows = try connection.query("SELECT current_database(), current_setting('application_name')")
+        #expect(rows[0, 0] == ProcessInfo.processInfo.environment["PGDATABASE"])
+        #expect(rows[0, 1] == "tokensignin")
+    }
+
+    @Test func timeoutsAndKeepalivesAreOnUnlessTheConninfoSaysOtherwise() throws {
+        let defaults = try Connection(conninfo: "")
+        #expect(defaults.setting("connect_timeout") == "5")
+        #expect(defaults.setting("keepalives") == "1")
+        #expect(defaults.setting("client_encoding") == "UTF8")
+        #expect(defaults.setting("password") == nil)
+        let custom = try Connection(conninfo: "connect_timeout=9 client_encoding=LATIN1")
+        #expect(custom.setting("connect_timeout") == "9")
+        #expect(custom.setting("client_encoding") == "UTF8")  // Store always speaks UTF-8
+    }
+
+    @Test func uriConninfoWorks() throws {
+        let env = ProcessInfo.processInfo.environment
+        let host = try #require(env["PGHOST"]).addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+        let connection = try Connection(
+            conninfo: "postgresql:///\(env["PGDATABASE"] ?? "tokensignin")?host=\(host)&application_name=custom")
+        #expect(try connection.query("SELECT current_setting('application_name')")[0, 0] == "custom")
+    }
+
+    @Test(arguments: [
+        "plain", "", "it's \"quoted\"; DROP TABLE x; --", "ünïcødé ✓ 日本語 🙂", "back\\slash $1 %s",
+        "line\nbreak\ttab",
+    ])
+    func textParametersRoundTripUnchanged(_ value: String) throws {
+        let connection = try Connection(conninfo: "")
+        let rows = try connection.query("SELECT $1::text, length($1::text)", [value])
+        #expect(rows[0, 0] == value)
+        #expect(rows[0, 1] == String(value.count))
+    }
+
+    @Test func longParameterRoundTrips() throws {
+        let value = String(repeating: "0123456789", count: 100_000)
+        let rows = try Connection(conninfo: "").query("SELECT $1::text", [value])
+        #expect(rows[0, 0] == value)
+    }
+
+    @Test func nullParametersAndNullValuesRoundTrip() throws {
+        let connection = try Connection(conninfo: "")
+        let rows = try connection.query("SELECT $1::text, $2::text IS NULL, $3::int + 1", [nil, nil, "41"])
+        #expect(rows[0, 0] == nil)
+        #expect(rows[0, 1] == "t")
+        #expect(rows[0, 2] == "42")
+    }
+
+    @Test func parameterWithNulIsRefusedNotTruncated() throws {
+        let connection = try Connection(conninfo: "")
+        #expect(throws: StoreError(.invalidParameter)) { try connection.query("SELECT $1::text", ["a\u{0}b"]) }
+        #expect(throws: StoreError(.invalidParameter)) {
+            try connection.execute(Statement(name: "nul", sql: "SELECT $1::text"), ["a\u{0}b"])
+        }
+        #expect(try connection.query("SELECT 1")[0, 0] == "1")  // still usable
+    }
+
+    @Test func rowsCarryColumnsCountsAndAffectedRows() throws {
+        let db = try TestDatabase("rows")
+        let connection = try db.connect()
+        try connection.query("CREATE TABLE t (id int PRIMARY KEY, label text)")
+        let inserted = try connection.query("INSERT INTO t VALUES (1, 'a'), (2, NULL), (3, 'c')")
+        #expect(inserted.affectedRows == 3)
+        #expect(inserted.commandTag == "INSERT 0 3")
+        let rows = try connection.query("SELECT id, label FROM t WHERE id >= $1 ORDER BY id", ["2"])
+        #expect(rows.columns == ["id", "label"])
+        #expect(rows.count == 2)
+        #expect(rows[row: 0, column: "label"] == nil)
+        #expect(rows[row: 1, column: 1] == "c")
+        #expect(rows.columnIndex("missing") == nil)
+        #expect(try connection.query("UPDATE t SET label = 'x' WHERE id > 1").affectedRows == 2)
+        #expect(try connection.query("DELETE FROM t WHERE id = 99").affectedRows == 0)
+    }
+
+    @Test func uniqueViolationHasItsCodeSQLStateAndConstraint() throws {
+        let db = try TestDatabase("unique")
+        let connection = try db.connect()
+        try connection.query("CREATE TABLE t (k text CONSTRAINT t_k_key UNIQUE)")
+        try connection.query("INSERT INTO t VALUES ($1)", ["secret-value"])
+        do {
+            try connection.query("INSERT INTO t VALUES ($1)", ["secret-value"])
+            Issue.record("expected a unique violation")
+        } catch {
+            #expect(error.code == .uniqueViolation)
+            #expect(error.sqlState == "23505")
+            #expect(error.constraint == "t_k_key")
+            #expect(!error.isRetryable)
+            #expect(error.description == "unique_violation")
+            #expect(!error.detail.contains("secret-value"))  // no DETAIL line echoing the row
+        }
+    }
+
+    @Test func otherServerErrorsAreQueryFailedOrConstraintViolation() throws {
+        let connection = try Connection(conninfo: "")
+        do {
+            try connection.query("SELEC 1")
+            Issue.record("expected a syntax error")
+        } catch {
+            #expect(error.code == .queryFailed)
+            #expect(error.sqlState == "42601")
+            #expect(!error.isRetryable)
+        }
+        do {
+            try connection.query("SELECT $1::int", ["not a number"])
+            Issue.record("expected a type error")
+        } catch {
+            #expect(error.code == .queryFailed)
+            #expect(error.sqlState == "22P02")
+        }
+        let db = try TestDatabase("check")
+        let other = try db.connect()
+        try other.query("CREATE TABLE t (n int CHECK (n > 0))")
+        #expect(throws: StoreError(.constraintViolation)) { try other.query("INSERT INTO t VALUES (-1)") }
+    }
+
+    @Test(arguments: [
+        ("08006", true), ("08003", true), ("57P01", true), ("57P02", true), ("57P03", true),
+        ("40001", true), ("40P01", true), ("23505", false), ("42601", false), ("57014", false),
+    ])
+    func retryableServerStates(_ sqlState: String, _ retryable: Bool) {
+        #expect(StoreError(.queryFailed, sqlState: sqlState).isRetryable == retryable)
+    }
+
+    @Test func serializationFailureIsRetryable() throws {
+        let connection = try Connection(conninfo: "")
+        do {
+            try connection.query("DO $$ BEGIN RAISE EXCEPTION USING ERRCODE = '40001'; END $$")
+            Issue.record("expected an error")
+        } catch {
+            #expect(error.code == .serializationFailure)
+            #expect(error.isRetryable)
+        }
+        #expect(try connection.query("SELECT 1")[0, 0] == "1")
+    }
+
+    @Test func preparedStatementIsPreparedOnceAndReused() throws {
+        let connection = try Connection(conninfo: "")
+        let statement = Statement(name: "add_one", sql: "SELECT $1::int + 1")
+        #expect(try connection.execute(statement, ["1"])[0, 0] == "2")
+        #expect(try connection.execute(statement, ["41"])[0, 0] == "42")
+        let count = try connection.query("SELECT count(*) FROM pg_prepared_statements WHERE name = 'add_one'")
+        #expect(count[0, 0] == "1")
+    }
+
+    @Test func twoStatementsWithOneNameAreRefused() throws {
+        let connection = try Connection(conninfo: "")
+        try connection.execute(Statement(name: "same", sql: "SELECT 1"))
+        #expect(throws: StoreError(.invalidParameter)) {
+            try connection.execute(Statement(name: "same", sql: "SELECT 2"))
+        }
+    }
+
+    @Test func statementsDiscardedByTheServerArePreparedAgain() throws {
+        let connection = try Connection(conninfo: "")
+        let statement = Statement(name: "discard_me", sql: "SELECT $1::text")
+        #expect(try connection.execute(statement, ["a"])[0, 0] == "a")
+        try connection.query("DEALLOCATE ALL")  // what a pooler's DISCARD ALL does
+        #expect(try connection.execute(statement, ["b"])[0, 0] == "b")
+    }
+
+    @Test func terminatedBackendThrowsRetryableThenNextCallReconnectsAndPreparesAgain() throws {
+        let connection = try Connection(conninfo: "")
+        let statement = Statement(name: "who", sql: "SELECT pg_backend_pid()::text || $1::text")
+        let pid = connection.backendPID
+        #expect(try connection.execute(statement, ["!"])[0, 0] == "\(pid)!")
+
+        let admin = try Connection(conninfo: "")
+        #expect(try admin.query("SELECT pg_terminate_backend($1::int)", [String(pid)])[0, 0] == "t")
+        Thread.sleep(forTimeInterval: 0.2)
+
+        do {
+            try connection.execute(statement, ["!"])
+            Issue.record("expected the call on a terminated backend to fail")
+        } catch {
+            #expect(error.code == .connectionLost)
+            #expect(error.isRetryable)
+        }
+        let rows = try connection.execute(statement, ["?"])
+        #expect(connection.backendPID != pid)
+        #expect(rows[0, 0] == "\(connection.backendPID)?")
+    }
+
+    @Test func copyModeIsRefusedAndTheNextCallWorks() throws {
+        let connection = try Connection(conninfo: "")
+        #expect(throws: StoreError(.queryFailed)) { try connection.query("COPY (SELECT 1) TO STDOUT") }
+        #expect(try connection.query("SELECT 2")[0, 0] == "2")
+    }
+
+    @Test func transactionCommitsOrRollsBack() throws {
+        let db = try TestDatabase("tx")
+        let connection = try db.connect()
+        try connection.query("CREATE TABLE t (n int PRIMARY KEY)")
+        try connection.transaction { (c) throws(StoreError) in
+            try c.query("INSERT INTO t VALUES (1)")
+            try c.query("INSERT INTO t VALUES (2)")
+        }
+        #expect(throws: StoreError(.uniqueViolation)) {
+            try connection.transaction { (c) throws(StoreError) in
+                try c.query("INSERT INTO t VALUES (3)")
+                try c.query("INSERT INTO t VALUES (1)")
+            }
+        }
+        #expect(!connection.isInTransaction)
+        #expect(try connection.query("SELECT string_agg(n::text, ',' ORDER BY n) FROM t")[0, 0] == "1,2")
+    }
+
+    @Test func scriptRunsSeveralStatementsAndStopsAtTheFirstError() throws {
+        let db = try TestDatabase("script")
+        let connection = try db.connect()
+        try connection.run(script: "CREATE TABLE a (n int); INSERT INTO a VALUES (1); INSERT INTO a VALUES (2);")
+        #expect(throws: StoreError(.queryFailed)) {
+            try connection.run(script: "INSERT INTO a VALUES (3); SELEC oops; INSERT INTO a VALUES (4);")
+        }
+        // A multi-statement simple query is one implicit transaction: the failure undid (3) too.
+        #expect(try connection.query("SELECT count(*) FROM a")[0, 0] == "2")
+    }
+}
+
+/// Restarts a private server: the cluster the other suites share is never disturbed.
+@Suite struct ServerRestartTests {
+    @Test func preparedStatementsWorkAgainAfterTheServerRestarts() throws {
+        let cluster = try PrivateCluster()
+        let connection = try Connection(conninfo: cluster.conninfo)
+        let statement = Statement(name: "echo", sql: "SELECT $1::text")
+        #expect(try connection.execute(statement, ["before"])[0, 0] == "before")
+
+        try cluster.control("stop")
+        do {
+            try connection.execute(statement, ["down"])
+            Issue.record("expected the call to fail while the server is down")
+        } catch {
+            #expect(error.isRetryable)
+        }
+        // Still down: the reset attempt fails fast and retryably, no hang.
+        #expect(throws: StoreError(.connectionFailed)) { try connection.execute(statement, ["still down"]) }
+
+        try cluster.control("start")
+        #expect(try connection.execute(statement, ["after"])[0, 0] == "after")
+        #expect(connection.isConnected)
+
+        // A restart while connected and idle (no stop window seen by the client).
+        try cluster.control("restart")
+        #expect(throws: StoreError(.connectionLost)) { try connection.execute(statement, ["restarted"]) }
+        #expect(try connection.execute(statement, ["again"])[0, 0] == "again")
+    }
+}

@@ -1,0 +1,82 @@
+// Test support: a private database per test on the cluster scripts/with-test-db started, and a private cluster.
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+import Store
+import Testing
+
+/// The repository root (Tests/StoreTests/Support.swift is three levels down).
+let repositoryRoot: String = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+    .deletingLastPathComponent().deletingLastPathComponent().path
+
+/// `count` random bytes as lower-case hex (stands in for SHA-256 of a session token).
+func randomHex(_ count: Int = 32) -> String {
+    (0..<count).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
+}
+
+/// A fresh, uniquely named database on the test cluster (PG* environment), dropped on deinit, so suites
+/// can run in parallel without seeing each other's rows.
+final class TestDatabase {
+    let name: String
+    var conninfo: String { "dbname=\(name)" }
+
+    init(_ label: String) throws {
+        name = "store_\(label)_\(randomHex(6))"
+        let admin = try Connection(conninfo: "")
+        // Identifiers cannot be parameters; the name is ours (letters, digits, underscores), never input.
+        try admin.query("CREATE DATABASE \(name)")
+    }
+
+    /// A database with sql/ applied.
+    static func migrated(_ label: String) throws -> TestDatabase {
+        let db = try TestDatabase(label)
+        try Migrator(directory: repositoryRoot + "/sql").migrate(on: try db.connect())
+        return db
+    }
+
+    func connect() throws -> Connection { try Connection(conninfo: conninfo) }
+
+    deinit {
+        if let admin = try? Connection(conninfo: "") {
+            _ = try? admin.query("DROP DATABASE IF EXISTS \(name) WITH (FORCE)")
+        }
+    }
+}
+
+/// A PostgreSQL cluster of its own (scripts/pgcluster), for tests that restart the server without
+/// disturbing the suites running in parallel on the shared test cluster.
+final class PrivateCluster {
+    let directory: String
+    let port = 55499  // the socket lives in the cluster's own folder, so the port cannot clash
+
+    init() throws {
+        directory = NSTemporaryDirectory() + "tokensignin-store-\(randomHex(4))"
+        try control("start")
+    }
+
+    var conninfo: String { "host=\(directory)/socket port=\(port) user=postgres dbname=tokensignin" }
+
+    func control(_ command: String) throws {
+        let status = spawnAndWait([repositoryRoot + "/scripts/pgcluster", command, directory, String(port)])
+        guard status == 0 else { throw StoreError(.queryFailed, "pgcluster \(command) exited \(status)") }
+    }
+
+    deinit {
+        try? control("stop")
+        let data = (try? FileManager.default.destinationOfSymbolicLink(atPath: directory + "/data"))
+        try? FileManager.default.removeItem(atPath: directory)
+        if let data { try? FileManager.default.removeItem(atPath: data) }
+    }
+}
+
+/// Runs a program and waits for it (posix_spawn + waitpid: Foundation's Process.waitUntilExit can hang here).
+func spawnAndWait(_ arguments: [String]) -> Int32 {
+    var pid: pid_t = 0
+    let argv = arguments.map { strdup($0) } + [nil]
+    defer { argv.forEach { free($0) } }
+    guard posix_spawn(&pid, arguments[0], nil, nil, argv, environ) == 0 else { return -1 }
+    var status: Int32 = 0
+    while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
+    return (status >> 8) & 0xff
+}
