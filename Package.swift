@@ -25,9 +25,11 @@ let package = Package(
         .executableTarget(name: "verify-bench", dependencies: ["IDToken"], path: "bench/VerifyBench", swiftSettings: strict),
 
         .testTarget(name: "IDTokenTests", dependencies: ["IDToken", "COpenSSL"], swiftSettings: strict),
-        .testTarget(name: "StoreTests", dependencies: ["Store"], swiftSettings: strict),
+        // Test support: a private database per suite on the test cluster (scripts/with-test-db).
+        .target(name: "DatabaseTestSupport", dependencies: ["Store"], path: "Tests/DatabaseTestSupport", swiftSettings: strict),
+        .testTarget(name: "StoreTests", dependencies: ["Store", "DatabaseTestSupport"], swiftSettings: strict),
         .testTarget(name: "FastCGITests", dependencies: ["FastCGI"], swiftSettings: strict),
-        .testTarget(name: "SignInTests", dependencies: ["SignIn"], swiftSettings: strict),
+        .testTarget(name: "SignInTests", dependencies: ["SignIn", "Store", "DatabaseTestSupport"], swiftSettings: strict),
         .testTarget(name: "EndToEndTests", dependencies: ["IDToken"], swiftSettings: strict),
     ]
 )

@@ -16,7 +16,7 @@ CREATE TABLE signin.sessions (
     expires_at     timestamptz NOT NULL,
     revoked_at     timestamptz,
     revoked_reason text        CHECK (revoked_reason IN
-                                   ('sign_out', 'sign_out_all', 'operator', 'security_event', 'user_disabled')),
+                                   ('sign_out', 'sign_out_all', 'user_revoked', 'operator', 'security_event', 'user_disabled')),
     client_id      text        CHECK (length(client_id) <= 255),
     user_agent     text        CHECK (length(user_agent) <= 1024),
     ip             inet,

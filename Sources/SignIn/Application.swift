@@ -102,23 +102,23 @@ final class Application: Handler {
             rows = try database().execute(Queries.signIn, [
                 verified.subject, verified.email, verified.emailVerified ? "true" : "false", verified.name,
                 verified.givenName, verified.familyName, verified.picture, verified.locale, verified.hostedDomain,
-                session.hashHex, String(configuration.sessionTTL), verified.audience, userAgent, ip,
+                session.hashHex, Self.interval(configuration.sessionTTL), verified.audience, userAgent, ip,
             ])
         } catch {
             return databaseUnavailable(error, "sign_in")
         }
-        guard rows.count == 1, let userID = rows[0, 0].flatMap({ Int64($0) }) else {
+        guard rows.count == 1, let userID = rows[row: 0, column: "user_id"].flatMap({ Int64($0) }) else {
             service.log.error("sign_in_no_row", ["worker": String(worker)])
             return .temporarilyUnavailable(retryAfter: Self.retryAfterDatabase)
         }
-        if rows[0, 2] == "t" {
-            service.log.info("sign_in_refused", ["reason": "account_disabled", "user_id": String(userID)])
+        if let refusal = rows[row: 0, column: "refusal"] {
+            service.log.info("sign_in_refused", ["reason": refusal, "user_id": String(userID)])
             return .error(.accessDenied, "this account may not sign in")
         }
-        let created = rows[0, 1] == "t"
-        let expiresAt = rows[0, 4] ?? ""
-        service.log.info("sign_in", ["user_id": String(userID), "session_id": rows[0, 3], "created": String(created),
-                                     "client_id": verified.audience, "ip": ip])
+        let created = rows[row: 0, column: "created"] == "t"
+        let expiresAt = rows[row: 0, column: "expires_at"] ?? ""
+        service.log.info("sign_in", ["user_id": String(userID), "session_id": rows[row: 0, column: "session_id"],
+                                     "created": String(created), "client_id": verified.audience, "ip": ip])
 
         let cookie = ("Set-Cookie", Cookies.sessionCookie(name: configuration.cookieName, token: session.value,
                                                           maxAge: configuration.sessionTTL))
@@ -144,7 +144,7 @@ final class Application: Handler {
         }
         // Best effort: the audit row must not turn a 401 into a 503.
         _ = try? database().execute(Queries.signInFailure, [
-            error.code.name, nil, Self.ipAddress(request.remoteAddress), Self.userAgent(request), nil,
+            error.code.name, nil, Self.ipAddress(request.remoteAddress), Self.userAgent(request),
         ])
         if error.code == .hostedDomainNotAllowed {
             return .error(.accessDenied, "this account's domain may not sign in")
@@ -171,17 +171,19 @@ final class Application: Handler {
         guard let presented = presentedSession(request), let token = presented.token else { return Self.unauthorized }
         let rows: Rows
         do {
-            rows = try database().execute(Queries.checkSession, [token.hashHex, String(configuration.sessionIdleTTL)])
+            rows = try database().execute(Queries.checkSession, [token.hashHex, idleTimeout])
         } catch {
             return databaseUnavailable(error, "session_check")
         }
-        guard rows.count == 1, let userID = rows[0, 1], let sub = rows[0, 2] else { return Self.unauthorized }
-        let email = rows[0, 3]
+        guard rows.count == 1, let userID = rows[row: 0, column: "user_id"], let sub = rows[row: 0, column: "google_sub"] else {
+            return Self.unauthorized
+        }
+        let email = rows[row: 0, column: "email"]
         var headers = [("X-User-Id", userID), ("X-User-Sub", sub)]
         if let email { headers.append(("X-User-Email", email)) }
         return .json(.object([
             ("user_id", .int(Int64(userID) ?? 0)), ("sub", .string(sub)), ("email", .string(email)),
-            ("session_id", .int(Int64(rows[0, 0] ?? "") ?? 0)),
+            ("session_id", .int(Int64(rows[row: 0, column: "session_id"] ?? "") ?? 0)),
         ]), headers: headers)
     }
 
@@ -201,7 +203,7 @@ final class Application: Handler {
         let all = Self.queryFlag(request.query, "all")
         let rows: Rows
         do {
-            rows = try database().execute(Queries.signOut, [token.hashHex, String(configuration.sessionIdleTTL), all ? "true" : "false"])
+            rows = try database().execute(Queries.signOut, [token.hashHex, idleTimeout, all ? "true" : "false"])
         } catch {
             return databaseUnavailable(error, "sign_out")
         }
@@ -215,7 +217,7 @@ final class Application: Handler {
         guard let presented = presentedSession(request), let token = presented.token else { return Self.unauthorized }
         let rows: Rows
         do {
-            rows = try database().execute(Queries.listSessions, [token.hashHex, String(configuration.sessionIdleTTL)])
+            rows = try database().execute(Queries.listSessions, [token.hashHex, idleTimeout])
         } catch {
             return databaseUnavailable(error, "list_sessions")
         }
@@ -237,7 +239,7 @@ final class Application: Handler {
         guard let token = presented.token else { return Self.unauthorized }
         let rows: Rows
         do {
-            rows = try database().execute(Queries.revokeOwnSession, [token.hashHex, String(configuration.sessionIdleTTL), String(id)])
+            rows = try database().execute(Queries.revokeOwnSession, [token.hashHex, idleTimeout, String(id)])
         } catch {
             return databaseUnavailable(error, "revoke_session")
         }
@@ -262,6 +264,11 @@ final class Application: Handler {
                                                    "sqlstate": error.sqlState, "worker": String(worker)])
         return .temporarilyUnavailable(retryAfter: Self.retryAfterDatabase)
     }
+
+    private var idleTimeout: String { Self.interval(configuration.sessionIdleTTL) }
+
+    /// A duration as a PostgreSQL interval literal.
+    static func interval(_ seconds: Int64) -> String { "\(seconds) seconds" }
 
     // MARK: request details
 

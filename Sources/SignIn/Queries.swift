@@ -4,66 +4,94 @@ import Store
 /// Statements are prepared once per connection (named) and reused by that worker.
 enum Queries {
     /// Session authentication shared by every session route: the live session whose hash is $1, where $2 is
-    /// the idle timeout in seconds. Revoked, expired, idle or disabled-user sessions do not match.
+    /// the idle timeout (interval). Revoked, expired, idle or disabled-user sessions do not match.
     private static let liveSession = """
         SELECT s.id, s.user_id, s.last_seen_at
         FROM signin.sessions s JOIN signin.users u ON u.id = s.user_id
         WHERE s.token_hash = decode($1, 'hex')
           AND s.revoked_at IS NULL
           AND s.expires_at > now()
-          AND s.last_seen_at > now() - make_interval(secs => $2::bigint)
+          AND s.last_seen_at > now() - $2::interval
           AND u.disabled_at IS NULL
         """
 
-    /// One sign-in in one round trip: upsert the user on google_sub, open a session (unless the account is
-    /// disabled), and record the outcome. A single statement is a single transaction.
-    /// $1 sub, $2 email, $3 email_verified, $4 name, $5 given_name, $6 family_name, $7 picture, $8 locale,
-    /// $9 hosted_domain, $10 token hash (hex), $11 session lifetime (s), $12 client id, $13 user agent, $14 ip.
+    /// One sign-in in one round trip: upsert the user on google_sub, open a session unless the account is
+    /// disabled or its Google sign-in is blocked, and write the audit row. A single statement is a single
+    /// transaction, and ON CONFLICT makes concurrent first sign-ins of one user race-free.
+    /// $1 google_sub, $2 email, $3 email_verified ('true'/'false'), $4 name, $5 given_name, $6 family_name,
+    /// $7 picture, $8 locale, $9 hosted_domain, $10 token_hash (hex SHA-256 of the session token),
+    /// $11 session lifetime (interval), $12 client_id (aud), $13 user_agent, $14 ip (NULL if not an address).
+    /// One row; `refusal` is NULL and `session_id` set on success, else `refusal` names the reason.
     static let signIn = Statement(name: "sign_in", sql: """
         WITH u AS (
-            INSERT INTO signin.users AS u (google_sub, email, email_verified, name, given_name, family_name,
-                                           picture, locale, hosted_domain, last_sign_in_at)
-            VALUES ($1, $2, $3::boolean, $4, $5, $6, $7, $8, $9, now())
+            INSERT INTO signin.users AS u
+                   (google_sub, email, email_verified, name, given_name, family_name, picture, locale,
+                    hosted_domain, last_sign_in_at)
+            VALUES ($1, $2, coalesce($3::boolean, false), $4, $5, $6, $7, $8, $9, now())
             ON CONFLICT (google_sub) DO UPDATE
                SET email = EXCLUDED.email, email_verified = EXCLUDED.email_verified, name = EXCLUDED.name,
                    given_name = EXCLUDED.given_name, family_name = EXCLUDED.family_name,
                    picture = EXCLUDED.picture, locale = EXCLUDED.locale, hosted_domain = EXCLUDED.hosted_domain,
-                   updated_at = now(), last_sign_in_at = now()
-            RETURNING u.id, (u.xmax = 0) AS created, u.disabled_at IS NOT NULL AS disabled
+                   updated_at = now(),
+                   last_sign_in_at = CASE WHEN u.disabled_at IS NULL AND u.google_sign_in_blocked_at IS NULL
+                                          THEN now() ELSE u.last_sign_in_at END
+            RETURNING u.id, u.google_sub, u.email, u.email_verified, u.name, u.given_name, u.family_name,
+                      u.picture, u.locale, u.hosted_domain, (u.xmax = 0) AS created,
+                      CASE WHEN u.disabled_at IS NOT NULL THEN 'account_disabled'
+                           WHEN u.google_sign_in_blocked_at IS NOT NULL THEN 'google_sign_in_blocked'
+                      END AS refusal
         ), s AS (
             INSERT INTO signin.sessions (user_id, token_hash, expires_at, client_id, user_agent, ip)
-            SELECT u.id, decode($10, 'hex'), now() + make_interval(secs => $11::bigint), $12, $13, $14::inet
-            FROM u WHERE NOT u.disabled
+            SELECT u.id, decode($10, 'hex'), date_trunc('second', now() + $11::interval), $12,
+                   left($13, 1024), $14::inet
+              FROM u
+             WHERE u.refusal IS NULL
             RETURNING id, expires_at
         ), audit AS (
             INSERT INTO signin.sign_ins (user_id, google_sub, outcome, reason, client_id, ip, user_agent, session_id)
-            SELECT u.id, $1, CASE WHEN u.disabled THEN 'failure' ELSE 'success' END,
-                   CASE WHEN u.disabled THEN 'account_disabled' END, $12, $14::inet, $13, s.id
-            FROM u LEFT JOIN s ON true
+            SELECT u.id, u.google_sub, CASE WHEN u.refusal IS NULL THEN 'success' ELSE 'failure' END, u.refusal,
+                   $12, $14::inet, left($13, 1024), s.id
+              FROM u LEFT JOIN s ON true
         )
-        SELECT u.id, u.created, u.disabled, s.id,
-               to_char(s.expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
-        FROM u LEFT JOIN s ON true
+        SELECT u.id AS user_id, u.google_sub, u.email, u.email_verified, u.name, u.given_name, u.family_name,
+               u.picture, u.locale, u.hosted_domain, u.created, u.refusal, s.id AS session_id,
+               to_char(s.expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS expires_at,
+               extract(epoch FROM s.expires_at)::bigint AS expires_at_unix
+          FROM u LEFT JOIN s ON true
         """)
 
-    /// A refused sign-in, for the audit table: $1 reason code, $2 client id (if known), $3 ip, $4 user agent.
+    /// A sign-in refused before the database was involved (bad token, wrong audience, ...), for the audit:
+    /// $1 reason code, $2 client_id, $3 ip, $4 user_agent.
     static let signInFailure = Statement(name: "sign_in_failure", sql: """
-        INSERT INTO signin.sign_ins (outcome, reason, client_id, ip, user_agent, google_sub)
-        VALUES ('failure', $1, $2, $3::inet, $4, $5)
+        INSERT INTO signin.sign_ins (outcome, reason, client_id, ip, user_agent)
+        VALUES ('failure', $1, $2, $3::inet, left($4, 1024))
         """)
 
-    /// The auth_request check: $1 hash, $2 idle seconds. Touches last_seen_at at most once a minute.
+    /// The auth_request check: the session's user if the session is live. $1 token_hash (hex), $2 idle
+    /// timeout (interval). Refreshes last_seen_at at most once a minute. No row: no valid session (unknown,
+    /// revoked, expired, idle too long, or user disabled).
     static let checkSession = Statement(name: "check_session", sql: """
-        WITH s AS (\(liveSession)),
-        touch AS (
+        WITH s AS (
+            SELECT s.id, s.user_id, s.last_seen_at, s.expires_at, u.google_sub, u.email, u.email_verified,
+                   u.name, u.picture
+              FROM signin.sessions s
+              JOIN signin.users u ON u.id = s.user_id
+             WHERE s.token_hash = decode($1, 'hex')
+               AND s.revoked_at IS NULL
+               AND s.expires_at > now()
+               AND s.last_seen_at > now() - $2::interval
+               AND u.disabled_at IS NULL
+        ), seen AS (
             UPDATE signin.sessions t SET last_seen_at = now()
-            FROM s WHERE t.id = s.id AND s.last_seen_at < now() - interval '60 seconds'
+              FROM s
+             WHERE t.id = s.id AND s.last_seen_at < now() - interval '60 seconds'
         )
-        SELECT s.id, u.id, u.google_sub, u.email
-        FROM s JOIN signin.users u ON u.id = s.user_id
+        SELECT s.id AS session_id, s.user_id, s.google_sub, s.email, s.email_verified, s.name, s.picture,
+               to_char(s.expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS expires_at
+          FROM s
         """)
 
-    /// Sign-out: $1 hash, $2 idle seconds, $3 true to revoke every session of the user. Returns the
+    /// Sign-out: $1 hash, $2 idle timeout (interval), $3 true to revoke every session of the user. Returns the
     /// authenticated session (no row: not signed in) and how many sessions were revoked.
     static let signOut = Statement(name: "sign_out", sql: """
         WITH me AS (\(liveSession)),
@@ -78,7 +106,7 @@ enum Queries {
         SELECT me.id, (SELECT count(*) FROM revoked) FROM me
         """)
 
-    /// The signed-in user's live sessions, newest first: $1 hash, $2 idle seconds.
+    /// The signed-in user's live sessions, newest first: $1 hash, $2 idle timeout (interval).
     static let listSessions = Statement(name: "list_sessions", sql: """
         WITH me AS (\(liveSession))
         SELECT s.id,
@@ -88,11 +116,11 @@ enum Queries {
                s.user_agent, host(s.ip), s.id = me.id, s.client_id
         FROM signin.sessions s JOIN me ON s.user_id = me.user_id
         WHERE s.revoked_at IS NULL AND s.expires_at > now()
-          AND s.last_seen_at > now() - make_interval(secs => $2::bigint)
+          AND s.last_seen_at > now() - $2::interval
         ORDER BY s.created_at DESC, s.id DESC
         """)
 
-    /// Revoke one of the signed-in user's own sessions: $1 hash, $2 idle seconds, $3 session id.
+    /// Revoke one of the signed-in user's own sessions: $1 hash, $2 idle timeout (interval), $3 session id.
     /// No row: not signed in; a count of 0: no such live session of this user.
     static let revokeOwnSession = Statement(name: "revoke_own_session", sql: """
         WITH me AS (\(liveSession)),
@@ -116,7 +144,7 @@ enum OperatorQueries {
                to_char(s.expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
                CASE WHEN s.revoked_at IS NOT NULL THEN 'revoked:' || coalesce(s.revoked_reason, '')
                     WHEN s.expires_at <= now() THEN 'expired'
-                    WHEN s.last_seen_at <= now() - make_interval(secs => $2::bigint) THEN 'idle'
+                    WHEN s.last_seen_at <= now() - $2::interval THEN 'idle'
                     ELSE 'active' END,
                coalesce(host(s.ip), '-'), coalesce(s.client_id, '-'), coalesce(s.user_agent, '-')
         FROM signin.sessions s JOIN signin.users u ON u.id = s.user_id
@@ -143,20 +171,20 @@ enum OperatorQueries {
     static let sessionExists = "SELECT 1 FROM signin.sessions WHERE id = $1::bigint"
 
     /// Pruning, one small batch per statement so sign-ins never wait on a long lock.
-    /// Expired sessions (absolute expiry passed, or idle beyond $1 seconds) that are not revoked, and
-    /// revoked sessions older than $2 seconds; $3 is the batch size.
+    /// Expired sessions (absolute expiry passed, or idle beyond the interval $1) that are not revoked, and
+    /// revoked sessions older than the interval $2; $3 is the batch size.
     static let pruneSessions = """
         DELETE FROM signin.sessions WHERE id IN (
             SELECT id FROM signin.sessions
-            WHERE (revoked_at IS NULL AND (expires_at <= now() OR last_seen_at <= now() - make_interval(secs => $1::bigint)))
-               OR revoked_at <= now() - make_interval(secs => $2::bigint)
+            WHERE (revoked_at IS NULL AND (expires_at <= now() OR last_seen_at <= now() - $1::interval))
+               OR revoked_at <= now() - $2::interval
             LIMIT $3::int FOR UPDATE SKIP LOCKED)
         """
 
-    /// Audit rows older than $1 seconds, $2 at a time.
+    /// Audit rows older than the interval $1, $2 at a time.
     static let pruneSignIns = """
         DELETE FROM signin.sign_ins WHERE id IN (
-            SELECT id FROM signin.sign_ins WHERE at < now() - make_interval(secs => $1::bigint)
+            SELECT id FROM signin.sign_ins WHERE at < now() - $1::interval
             LIMIT $2::int FOR UPDATE SKIP LOCKED)
         """
 }

@@ -1,27 +1,26 @@
-// Test support: a private database per test on the cluster scripts/with-test-db started, and a private cluster.
+// Test support shared by StoreTests and SignInTests: a private database per test on the cluster scripts/with-test-db started, and a private cluster.
 import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
 import Store
-import Testing
 
-/// The repository root (Tests/StoreTests/Support.swift is three levels down).
-let repositoryRoot: String = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+/// The repository root (Tests/DatabaseTestSupport/Support.swift is three levels down).
+public let repositoryRoot: String = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
     .deletingLastPathComponent().deletingLastPathComponent().path
 
 /// `count` random bytes as lower-case hex (stands in for SHA-256 of a session token).
-func randomHex(_ count: Int = 32) -> String {
+public func randomHex(_ count: Int = 32) -> String {
     (0..<count).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
 }
 
 /// A fresh, uniquely named database on the test cluster (PG* environment), dropped on deinit, so suites
 /// can run in parallel without seeing each other's rows.
-final class TestDatabase {
-    let name: String
-    var conninfo: String { "dbname=\(name)" }
+public final class TestDatabase {
+    public let name: String
+    public var conninfo: String { "dbname=\(name)" }
 
-    init(_ label: String) throws {
+    public init(_ label: String) throws {
         name = "store_\(label)_\(randomHex(6))"
         let admin = try Connection(conninfo: "")
         // Identifiers cannot be parameters; the name is ours (letters, digits, underscores), never input.
@@ -29,13 +28,13 @@ final class TestDatabase {
     }
 
     /// A database with sql/ applied.
-    static func migrated(_ label: String) throws -> TestDatabase {
+    public static func migrated(_ label: String) throws -> TestDatabase {
         let db = try TestDatabase(label)
         try Migrator(directory: repositoryRoot + "/sql").migrate(on: try db.connect())
         return db
     }
 
-    func connect() throws -> Connection { try Connection(conninfo: conninfo) }
+    public func connect() throws -> Connection { try Connection(conninfo: conninfo) }
 
     deinit {
         if let admin = try? Connection(conninfo: "") {
@@ -46,18 +45,18 @@ final class TestDatabase {
 
 /// A PostgreSQL cluster of its own (scripts/pgcluster), for tests that restart the server without
 /// disturbing the suites running in parallel on the shared test cluster.
-final class PrivateCluster {
-    let directory: String
-    let port = 55499  // the socket lives in the cluster's own folder, so the port cannot clash
+public final class PrivateCluster {
+    public let directory: String
+    public let port = 55499  // the socket lives in the cluster's own folder, so the port cannot clash
 
-    init() throws {
+    public init() throws {
         directory = NSTemporaryDirectory() + "tokensignin-store-\(randomHex(4))"
         try control("start")
     }
 
-    var conninfo: String { "host=\(directory)/socket port=\(port) user=postgres dbname=tokensignin" }
+    public var conninfo: String { "host=\(directory)/socket port=\(port) user=postgres dbname=tokensignin" }
 
-    func control(_ command: String) throws {
+    public func control(_ command: String) throws {
         let status = spawnAndWait([repositoryRoot + "/scripts/pgcluster", command, directory, String(port)])
         guard status == 0 else { throw StoreError(.queryFailed, "pgcluster \(command) exited \(status)") }
     }
@@ -71,7 +70,7 @@ final class PrivateCluster {
 }
 
 /// Runs a program and waits for it (posix_spawn + waitpid: Foundation's Process.waitUntilExit can hang here).
-func spawnAndWait(_ arguments: [String]) -> Int32 {
+public func spawnAndWait(_ arguments: [String]) -> Int32 {
     var pid: pid_t = 0
     let argv = arguments.map { strdup($0) } + [nil]
     defer { argv.forEach { free($0) } }

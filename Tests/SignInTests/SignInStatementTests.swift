@@ -1,5 +1,7 @@
 // The sign-in, session lookup and revocation statements against the real schema.
 import Foundation
+import DatabaseTestSupport
+@testable import SignIn
 import Store
 import Testing
 
@@ -15,7 +17,7 @@ import Testing
         let db = try TestDatabase.migrated("signin_first")
         let connection = try db.connect()
         let hash = randomHex()
-        let rows = try connection.execute(SignInStatements.signIn, Self.params(sub: "sub-1", tokenHash: hash))
+        let rows = try connection.execute(Queries.signIn, Self.params(sub: "sub-1", tokenHash: hash))
         #expect(rows.count == 1)
         #expect(rows[row: 0, column: "created"] == "t")
         #expect(rows[row: 0, column: "refusal"] == nil)
@@ -43,9 +45,9 @@ import Testing
     @Test func secondSignInUpdatesTheProfileAndOpensAnotherSession() throws {
         let db = try TestDatabase.migrated("signin_second")
         let connection = try db.connect()
-        let first = try connection.execute(SignInStatements.signIn, Self.params(sub: "sub-2"))
+        let first = try connection.execute(Queries.signIn, Self.params(sub: "sub-2"))
         let second = try connection.execute(
-            SignInStatements.signIn, Self.params(sub: "sub-2", email: "new@example.com", name: "Ada L."))
+            Queries.signIn, Self.params(sub: "sub-2", email: "new@example.com", name: "Ada L."))
         #expect(second[row: 0, column: "created"] == "f")
         #expect(second[row: 0, column: "user_id"] == first[row: 0, column: "user_id"])
         #expect(second[row: 0, column: "email"] == "new@example.com")
@@ -62,7 +64,7 @@ import Testing
         var params = Self.params(sub: "sub-o")
         params[2] = nil
         params[12] = String(repeating: "u", count: 5000)
-        try connection.execute(SignInStatements.signIn, params)
+        try connection.execute(Queries.signIn, params)
         #expect(try connection.query("SELECT email_verified FROM signin.users")[0, 0] == "f")
         #expect(try connection.query("SELECT length(user_agent) FROM signin.sessions")[0, 0] == "1024")
     }
@@ -70,8 +72,8 @@ import Testing
     @Test func emailIsNotAnIdentityTwoSubsWithOneEmailAreTwoUsers() throws {
         let db = try TestDatabase.migrated("signin_email")
         let connection = try db.connect()
-        let a = try connection.execute(SignInStatements.signIn, Self.params(sub: "sub-a", email: "same@example.com"))
-        let b = try connection.execute(SignInStatements.signIn, Self.params(sub: "sub-b", email: "same@example.com"))
+        let a = try connection.execute(Queries.signIn, Self.params(sub: "sub-a", email: "same@example.com"))
+        let b = try connection.execute(Queries.signIn, Self.params(sub: "sub-b", email: "same@example.com"))
         #expect(b[row: 0, column: "created"] == "t")
         #expect(a[row: 0, column: "user_id"] != b[row: 0, column: "user_id"])
     }
@@ -90,7 +92,7 @@ import Testing
                     let connection = try Connection(conninfo: conninfo)
                     ready.signal()
                     go.wait()
-                    let rows = try connection.execute(SignInStatements.signIn, Self.params(sub: "racing-sub"))
+                    let rows = try connection.execute(Queries.signIn, Self.params(sub: "racing-sub"))
                     outcomes.add(created: rows[row: 0, column: "created"], userID: rows[row: 0, column: "user_id"])
                 } catch {
                     ready.signal()
@@ -117,11 +119,11 @@ import Testing
     @Test func disabledUserGetsNoSessionAndAFailureAuditRow() throws {
         let db = try TestDatabase.migrated("signin_disabled")
         let connection = try db.connect()
-        try connection.execute(SignInStatements.signIn, Self.params(sub: "sub-d"))
+        try connection.execute(Queries.signIn, Self.params(sub: "sub-d"))
         try connection.query("""
             UPDATE signin.users SET disabled_at = now(), disabled_reason = 'abuse' WHERE google_sub = $1
             """, ["sub-d"])
-        let rows = try connection.execute(SignInStatements.signIn, Self.params(sub: "sub-d"))
+        let rows = try connection.execute(Queries.signIn, Self.params(sub: "sub-d"))
         #expect(rows[row: 0, column: "refusal"] == "account_disabled")
         #expect(rows[row: 0, column: "session_id"] == nil)
         #expect(try connection.query("SELECT count(*) FROM signin.sessions")[0, 0] == "1")
@@ -133,9 +135,9 @@ import Testing
     @Test func blockedGoogleSignInGetsNoSession() throws {
         let db = try TestDatabase.migrated("signin_blocked")
         let connection = try db.connect()
-        try connection.execute(SignInStatements.signIn, Self.params(sub: "sub-x"))
+        try connection.execute(Queries.signIn, Self.params(sub: "sub-x"))
         try connection.query("UPDATE signin.users SET google_sign_in_blocked_at = now() WHERE google_sub = 'sub-x'")
-        let rows = try connection.execute(SignInStatements.signIn, Self.params(sub: "sub-x"))
+        let rows = try connection.execute(Queries.signIn, Self.params(sub: "sub-x"))
         #expect(rows[row: 0, column: "refusal"] == "google_sign_in_blocked")
         #expect(rows[row: 0, column: "session_id"] == nil)
     }
@@ -144,9 +146,9 @@ import Testing
         let db = try TestDatabase.migrated("signin_dup")
         let connection = try db.connect()
         let hash = randomHex()
-        try connection.execute(SignInStatements.signIn, Self.params(sub: "sub-1", tokenHash: hash))
+        try connection.execute(Queries.signIn, Self.params(sub: "sub-1", tokenHash: hash))
         #expect(throws: StoreError(.uniqueViolation)) {
-            try connection.execute(SignInStatements.signIn, Self.params(sub: "sub-new", tokenHash: hash))
+            try connection.execute(Queries.signIn, Self.params(sub: "sub-new", tokenHash: hash))
         }
         #expect(try connection.query("SELECT count(*) FROM signin.users")[0, 0] == "1")
     }
@@ -160,7 +162,7 @@ import Testing
         let connection = try db.connect()
         let params = which == 0 ? Self.params(sub: "s", tokenHash: randomHex(31)) : Self.params(sub: "")
         #expect(throws: StoreError(.constraintViolation), "\(label)") {
-            try connection.execute(SignInStatements.signIn, params)
+            try connection.execute(Queries.signIn, params)
         }
     }
 
@@ -169,7 +171,7 @@ import Testing
     /// A user with one session; returns (token hash, user id).
     static func signedIn(_ connection: Connection, sub: String = "sub-s") throws -> (String, String) {
         let hash = randomHex()
-        let rows = try connection.execute(SignInStatements.signIn, params(sub: sub, tokenHash: hash))
+        let rows = try connection.execute(Queries.signIn, params(sub: sub, tokenHash: hash))
         return (hash, rows[row: 0, column: "user_id"]!)
     }
 
@@ -177,12 +179,12 @@ import Testing
         let db = try TestDatabase.migrated("lookup_live")
         let connection = try db.connect()
         let (hash, userID) = try Self.signedIn(connection)
-        let rows = try connection.execute(SignInStatements.lookUpSession, [hash, "1 hour"])
+        let rows = try connection.execute(Queries.checkSession, [hash, "1 hour"])
         #expect(rows.count == 1)
         #expect(rows[row: 0, column: "user_id"] == userID)
         #expect(rows[row: 0, column: "google_sub"] == "sub-s")
         #expect(rows[row: 0, column: "email"] == "ada@example.com")
-        #expect(try connection.execute(SignInStatements.lookUpSession, [randomHex(), "1 hour"]).isEmpty)
+        #expect(try connection.execute(Queries.checkSession, [randomHex(), "1 hour"]).isEmpty)
     }
 
     @Test(arguments: [
@@ -196,7 +198,7 @@ import Testing
         let connection = try db.connect()
         let (hash, _) = try Self.signedIn(connection)
         try connection.query(change)
-        #expect(try connection.execute(SignInStatements.lookUpSession, [hash, "1 hour"]).isEmpty, "\(why)")
+        #expect(try connection.execute(Queries.checkSession, [hash, "1 hour"]).isEmpty, "\(why)")
     }
 
     @Test func lookupRefreshesLastSeenAtAtMostOnceAMinute() throws {
@@ -207,11 +209,11 @@ import Testing
         let lastSeen = "SELECT last_seen_at::text, now() - last_seen_at < interval '5 s' FROM signin.sessions"
 
         let recent = try connection.query(setSeen, ["30 seconds"])[0, 0]
-        #expect(try connection.execute(SignInStatements.lookUpSession, [hash, "1 hour"]).count == 1)
+        #expect(try connection.execute(Queries.checkSession, [hash, "1 hour"]).count == 1)
         #expect(try connection.query(lastSeen)[0, 0] == recent)  // not rewritten within the minute
 
         try connection.query(setSeen, ["2 minutes"])
-        #expect(try connection.execute(SignInStatements.lookUpSession, [hash, "1 hour"]).count == 1)
+        #expect(try connection.execute(Queries.checkSession, [hash, "1 hour"]).count == 1)
         #expect(try connection.query(lastSeen)[0, 1] == "t")  // refreshed
     }
 
@@ -220,12 +222,13 @@ import Testing
         let connection = try db.connect()
         let (hash, userID) = try Self.signedIn(connection)
         let (other, _) = try Self.signedIn(connection)
-        let revoked = try connection.execute(SignInStatements.revokeSession, [hash, "sign_out"])
+        let revoked = try connection.execute(Queries.signOut, [hash, "1 hour", "false"])
         #expect(revoked.count == 1)
-        #expect(revoked[row: 0, column: "user_id"] == userID)
-        #expect(try connection.execute(SignInStatements.revokeSession, [hash, "sign_out"]).isEmpty)  // already
-        #expect(try connection.execute(SignInStatements.lookUpSession, [hash, "1 hour"]).isEmpty)
-        #expect(try connection.execute(SignInStatements.lookUpSession, [other, "1 hour"]).count == 1)
+        #expect(revoked[0, 1] == "1")
+        #expect(try connection.query("SELECT user_id FROM signin.sessions WHERE token_hash = decode($1, 'hex')", [hash])[0, 0] == userID)
+        #expect(try connection.execute(Queries.signOut, [hash, "1 hour", "false"]).isEmpty)  // no longer signed in
+        #expect(try connection.execute(Queries.checkSession, [hash, "1 hour"]).isEmpty)
+        #expect(try connection.execute(Queries.checkSession, [other, "1 hour"]).count == 1)
         #expect(try connection.query("SELECT revoked_reason FROM signin.sessions WHERE revoked_at IS NOT NULL")[0, 0]
                 == "sign_out")
     }
@@ -236,21 +239,23 @@ import Testing
         let (a1, userID) = try Self.signedIn(connection, sub: "sub-a")
         let (a2, _) = try Self.signedIn(connection, sub: "sub-a")
         let (b1, _) = try Self.signedIn(connection, sub: "sub-b")
-        #expect(try connection.execute(SignInStatements.revokeAllSessions, [userID, "sign_out_all"]).affectedRows == 2)
-        #expect(try connection.execute(SignInStatements.lookUpSession, [a1, "1 hour"]).isEmpty)
-        #expect(try connection.execute(SignInStatements.lookUpSession, [a2, "1 hour"]).isEmpty)
-        #expect(try connection.execute(SignInStatements.lookUpSession, [b1, "1 hour"]).count == 1)
+        let revoked = try connection.execute(Queries.signOut, [a1, "1 hour", "true"])
+        #expect(revoked[0, 1] == "2")
+        #expect(try connection.query("SELECT DISTINCT revoked_reason FROM signin.sessions WHERE user_id = $1::bigint", [userID])[0, 0] == "sign_out_all")
+        #expect(try connection.execute(Queries.checkSession, [a1, "1 hour"]).isEmpty)
+        #expect(try connection.execute(Queries.checkSession, [a2, "1 hour"]).isEmpty)
+        #expect(try connection.execute(Queries.checkSession, [b1, "1 hour"]).count == 1)
         #expect(try connection.query("SELECT count(*) FROM signin.active_sessions")[0, 0] == "1")
     }
 
     @Test func failureBeforeTheDatabaseIsAuditedWithItsReason() throws {
         let db = try TestDatabase.migrated("audit_failure")
         let connection = try db.connect()
-        try connection.execute(SignInStatements.auditFailure, ["bad_audience", nil, "2001:db8::1", "UA"])
+        try connection.execute(Queries.signInFailure, ["bad_audience", nil, "2001:db8::1", "UA"])
         let row = try connection.query("SELECT outcome, reason, host(ip), user_id IS NULL FROM signin.sign_ins")
         #expect(row[0, 0] == "failure" && row[0, 1] == "bad_audience" && row[0, 2] == "2001:db8::1" && row[0, 3] == "t")
         #expect(throws: StoreError(.constraintViolation)) {
-            try connection.execute(SignInStatements.auditFailure, ["Not A Code", nil, nil, nil])
+            try connection.execute(Queries.signInFailure, ["Not A Code", nil, nil, nil])
         }
     }
 
@@ -268,7 +273,7 @@ import Testing
              WHERE expires_at < now() - interval '30 days' OR revoked_at < now() - interval '30 days'
             """)
         #expect(pruned.affectedRows == 1)
-        #expect(try connection.execute(SignInStatements.lookUpSession, [live, "1 hour"]).count == 1)
+        #expect(try connection.execute(Queries.checkSession, [live, "1 hour"]).count == 1)
         #expect(try connection.query("SELECT count(*) FROM signin.sign_ins")[0, 0] == "2")  // audit kept
     }
 
@@ -277,7 +282,7 @@ import Testing
         let connection = try db.connect()
         let (hash, _) = try Self.signedIn(connection)
         #expect(throws: StoreError(.constraintViolation)) {
-            try connection.execute(SignInStatements.revokeSession, [hash, "because"])
+            try connection.query("UPDATE signin.sessions SET revoked_at = now(), revoked_reason = 'because' WHERE token_hash = decode($1, 'hex')", [hash])
         }
     }
 }
@@ -296,8 +301,8 @@ final class Outcomes: @unchecked Sendable {
 
 @Suite struct DatabaseDocsTests {
     @Test(arguments: [
-        SignInStatements.signIn, SignInStatements.lookUpSession, SignInStatements.revokeSession,
-        SignInStatements.revokeAllSessions, SignInStatements.auditFailure,
+        Queries.signIn, Queries.checkSession, SignInStatements.revokeSession,
+        SignInStatements.revokeAllSessions, Queries.signInFailure,
     ])
     func docsShowTheTestedStatementVerbatim(_ statement: Statement) throws {
         let docs = try String(contentsOfFile: repositoryRoot + "/docs/database.md", encoding: .utf8)
