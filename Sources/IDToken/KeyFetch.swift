@@ -1,0 +1,217 @@
+// Loading a JWKS document: one bounded, redirect-free libcurl GET (or a local file read), plus its freshness.
+import CCurl
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Why one load of the key set failed; the cache folds it into `IDTokenError(.keysUnavailable, detail)`.
+enum KeyFetchFailure: Error, Equatable, CustomStringConvertible {
+    /// Not `https://`, and not `http://` to a loopback host.
+    case refusedURL(String)
+    /// DNS, connect, TLS, timeout: libcurl's own message.
+    case transport(String)
+    /// Any status but 200 (redirects included: none are followed).
+    case status(Int)
+    case bodyTooLarge(limit: Int)
+    case file(String)
+    /// The document is not a usable JWKS (or has no keys).
+    case invalidKeySet(String)
+
+    var description: String {
+        switch self {
+        case .refusedURL(let why): "refused URL: \(why)"
+        case .transport(let why): "transport: \(why)"
+        case .status(let status): "HTTP status \(status)"
+        case .bodyTooLarge(let limit): "body over \(limit) bytes"
+        case .file(let why): "file: \(why)"
+        case .invalidKeySet(let why): "invalid key set: \(why)"
+        }
+    }
+}
+
+/// One loaded key document and how long its source says it stays fresh.
+struct KeyDocument: Sendable {
+    var body: [UInt8]
+    /// Seconds of freshness left (`max-age` minus `Age`), nil when the source says nothing.
+    var freshFor: Int64?
+}
+
+/// The limits every HTTP fetch runs under.
+struct FetchLimits: Sendable {
+    var maxBodyBytes: Int
+    var connectTimeoutMilliseconds: Int
+    var totalTimeoutMilliseconds: Int
+}
+
+/// A raw HTTP response, headers in arrival order with lower-cased names (final response only).
+struct HTTPResponse: Sendable {
+    var status: Int
+    var headers: [(name: String, value: String)]
+    var body: [UInt8]
+
+    func values(_ name: String) -> [String] { headers.filter { $0.name == name }.map(\.value) }
+}
+
+/// curl_global_init is not thread-safe: run it exactly once, lazily (Swift globals initialise once, atomically).
+private let curlGlobalInit: CURLcode = curl_global_init(Int(CURL_GLOBAL_SSL | CURL_GLOBAL_WIN32))
+
+enum KeyFetch {
+    static let loopbackHosts: Set<String> = ["127.0.0.1", "::1", "[::1]", "localhost"]
+
+    /// nil when `url` may be fetched: `https://` anywhere, `http://` only to a loopback host (tests, sidecars).
+    static func urlProblem(_ url: String) -> String? {
+        scheme(of: url).problem
+    }
+
+    private static func scheme(of url: String) -> (scheme: String, problem: String?) {
+        guard let handle = curl_url() else { return ("", "out of memory") }
+        defer { curl_url_cleanup(handle) }
+        guard curl_url_set(handle, CURLUPART_URL, url, 0) == CURLUE_OK else { return ("", "not a valid URL") }
+        func part(_ which: CURLUPart) -> String? {
+            var value: UnsafeMutablePointer<CChar>?
+            guard curl_url_get(handle, which, &value, 0) == CURLUE_OK, let value else { return nil }
+            defer { curl_free(value) }
+            return String(cString: value).lowercased()
+        }
+        switch (part(CURLUPART_SCHEME), part(CURLUPART_HOST)) {
+        case ("https", _?): return ("https", nil)
+        case ("http", let host?) where loopbackHosts.contains(host): return ("http", nil)
+        case ("http", _): return ("http", "http:// is allowed only to a loopback host; use https://")
+        default: return ("", "only https:// URLs are allowed")
+        }
+    }
+
+    /// GETs `url` with `limits`; follows no redirects.
+    static func get(_ url: String, limits: FetchLimits) throws(KeyFetchFailure) -> HTTPResponse {
+        let (scheme, problem) = scheme(of: url)
+        if let problem { throw .refusedURL(problem) }
+        guard curlGlobalInit == CURLE_OK else { throw .transport("curl_global_init failed") }
+        guard let easy = curl_easy_init() else { throw .transport("curl_easy_init failed") }
+        defer { curl_easy_cleanup(easy) }
+
+        let transfer = Transfer(limit: limits.maxBodyBytes)
+        let context = Unmanaged.passUnretained(transfer).toOpaque()
+        var setup = CURLE_OK
+        func set(_ result: CURLcode) { if setup == CURLE_OK { setup = result } }
+        set(CCurl_setopt_string(easy, CURLOPT_URL, url))
+        set(CCurl_setopt_string(easy, CURLOPT_PROTOCOLS_STR, scheme))
+        set(CCurl_setopt_long(easy, CURLOPT_FOLLOWLOCATION, 0))
+        set(CCurl_setopt_long(easy, CURLOPT_NOSIGNAL, 1))  // worker threads: no SIGALRM for DNS timeouts
+        set(CCurl_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, limits.connectTimeoutMilliseconds))
+        set(CCurl_setopt_long(easy, CURLOPT_TIMEOUT_MS, limits.totalTimeoutMilliseconds))
+        set(CCurl_setopt_long(easy, CURLOPT_MAXFILESIZE, limits.maxBodyBytes))  // early refusal by Content-Length
+        set(CCurl_setopt_string(easy, CURLOPT_NOPROXY, "localhost,127.0.0.1,::1"))
+        set(CCurl_setopt_string(easy, CURLOPT_USERAGENT, "tokensignin-keycache"))
+        set(CCurl_setopt_write(easy, writeCallback))
+        set(CCurl_setopt_pointer(easy, CURLOPT_WRITEDATA, context))
+        set(CCurl_setopt_header(easy, headerCallback))
+        set(CCurl_setopt_pointer(easy, CURLOPT_HEADERDATA, context))
+        guard setup == CURLE_OK else { throw .transport(message(setup)) }
+
+        let result = withExtendedLifetime(transfer) { curl_easy_perform(easy) }
+        if transfer.tooLarge || result == CURLE_FILESIZE_EXCEEDED { throw .bodyTooLarge(limit: limits.maxBodyBytes) }
+        guard result == CURLE_OK else { throw .transport(message(result)) }
+        var status = 0
+        guard CCurl_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &status) == CURLE_OK else {
+            throw .transport("no response code")
+        }
+        return HTTPResponse(status: status, headers: transfer.headers, body: transfer.body)
+    }
+
+    /// Fetches a JWKS: status 200 only; freshness from Cache-Control and Age.
+    static func document(url: String, limits: FetchLimits) throws(KeyFetchFailure) -> KeyDocument {
+        let response = try get(url, limits: limits)
+        guard response.status == 200 else { throw .status(response.status) }
+        return KeyDocument(body: response.body, freshFor: freshness(cacheControl: response.values("cache-control"), age: response.values("age")))
+    }
+
+    /// Reads a JWKS file of at most `limit` bytes; a file carries no freshness.
+    static func document(path: String, limit: Int) throws(KeyFetchFailure) -> KeyDocument {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw .file("cannot open \(path): errno \(errno)") }
+        defer { close(fd) }
+        var body: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw .file("cannot read \(path): errno \(errno)")
+            }
+            if count == 0 { break }
+            body += chunk[0..<count]
+            if body.count > limit { throw .bodyTooLarge(limit: limit) }
+        }
+        return KeyDocument(body: body, freshFor: nil)
+    }
+
+    /// Seconds a response stays fresh: `max-age` minus `Age`, 0 for `no-store`/`no-cache`, nil without `max-age`.
+    static func freshness(cacheControl: [String], age: [String]) -> Int64? {
+        var maxAge: Int64?
+        for directive in cacheControl.flatMap({ $0.split(separator: ",") }) {
+            let token = directive.trimmingWhitespace().lowercased()
+            if token == "no-store" || token == "no-cache" { return 0 }
+            guard token.hasPrefix("max-age="), maxAge == nil else { continue }
+            var value = token.dropFirst("max-age=".count)
+            if value.hasPrefix("\""), value.hasSuffix("\""), value.count >= 2 { value = value.dropFirst().dropLast() }
+            maxAge = Int64(value).map { max(0, $0) } ?? 0  // RFC 9111 §4.2.1: an invalid max-age means stale
+        }
+        guard let maxAge else { return nil }
+        let ageSeconds = age.first.flatMap { Int64($0.trimmingWhitespace()) }.map { max(0, $0) } ?? 0
+        return max(0, maxAge - ageSeconds)
+    }
+
+    private static func message(_ code: CURLcode) -> String {
+        guard let text = curl_easy_strerror(code) else { return "curl error \(code.rawValue)" }
+        return String(cString: text)
+    }
+}
+
+/// The mutable state of one transfer, reached from libcurl's callbacks through their user-data pointer.
+private final class Transfer {
+    let limit: Int
+    var body: [UInt8] = []
+    var headers: [(name: String, value: String)] = []
+    var tooLarge = false
+    init(limit: Int) { self.limit = limit }
+}
+
+private let writeCallback: @convention(c) (UnsafeMutablePointer<CChar>?, Int, Int, UnsafeMutableRawPointer?) -> Int = {
+    data, size, count, context in
+    guard let context else { return 0 }
+    let transfer = Unmanaged<Transfer>.fromOpaque(context).takeUnretainedValue()
+    let length = size * count
+    guard transfer.body.count + length <= transfer.limit else {
+        transfer.tooLarge = true
+        return 0  // anything but `length` aborts the transfer with CURLE_WRITE_ERROR
+    }
+    if let data, length > 0 {
+        transfer.body.append(contentsOf: UnsafeRawBufferPointer(start: data, count: length))
+    }
+    return length
+}
+
+private let headerCallback: @convention(c) (UnsafeMutablePointer<CChar>?, Int, Int, UnsafeMutableRawPointer?) -> Int = {
+    data, size, count, context in
+    let length = size * count
+    guard let context, let data else { return length }
+    let transfer = Unmanaged<Transfer>.fromOpaque(context).takeUnretainedValue()
+    let line = String(decoding: UnsafeRawBufferPointer(start: data, count: length), as: UTF8.self)
+    if line.hasPrefix("HTTP/") {
+        transfer.headers = []  // a new status line (after 100 Continue): keep only the final response's headers
+    } else if let colon = line.firstIndex(of: ":") {
+        let name = line[..<colon].trimmingWhitespace().lowercased()
+        let value = line[line.index(after: colon)...].trimmingWhitespace()
+        transfer.headers.append((name, value))
+    }
+    return length
+}
+
+extension StringProtocol {
+    fileprivate func trimmingWhitespace() -> String {
+        let isSpace: (Character) -> Bool = { $0 == " " || $0 == "\t" || $0 == "\r" || $0 == "\n" }
+        guard let first = firstIndex(where: { !isSpace($0) }), let last = lastIndex(where: { !isSpace($0) }) else { return "" }
+        return String(self[first...last])
+    }
+}
