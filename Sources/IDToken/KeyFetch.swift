@@ -210,7 +210,7 @@ private let headerCallback: @convention(c) (UnsafeMutablePointer<CChar>?, Int, I
 
 extension StringProtocol {
     fileprivate func trimmingWhitespace() -> String {
-        let isSpace: (Character) -> Bool = { $0 == " " || $0 == "\t" || $0 == "\r" || $0 == "\n" }
+        let isSpace: (Character) -> Bool = { $0 == " " || $0 == "\t" || $0 == "\r\n" || $0 == "\r" || $0 == "\n" }  // "\r\n" is one Character
         guard let first = firstIndex(where: { !isSpace($0) }), let last = lastIndex(where: { !isSpace($0) }) else { return "" }
         return String(self[first...last])
     }
