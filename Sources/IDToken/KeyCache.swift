@@ -204,7 +204,8 @@ public final class KeyCache: Sendable {
                 }
                 let usable = state.entry.flatMap { now < $0.staleUntil ? $0 : nil }
                 if !tookPart {
-                    if let flight = state.flight { return .join(flight) }
+                    // Expired: one request waits for the refetch; others keep the old keys meanwhile if they may.
+                    if let flight = state.flight { return usable.map { .serve($0) } ?? .join(flight) }
                     if state.mayRetry(at: now, interval: settings.failureRetryInterval) {
                         return .lead(state.beginFlight(at: now))
                     }

@@ -133,6 +133,25 @@ private func keysUnavailable(_ body: () throws(IDTokenError) -> KeySet) -> IDTok
         #expect(loader.calls == 2)
     }
 
+    @Test func afterExpiryOneRequestWaitsForTheRefetchWhileOthersGetTheOldKeys() throws {
+        let loader = ScriptedLoader(), clock = ManualClock()
+        loader.answer(kids: ["a"], freshFor: 100)
+        let keys = cache(loader, clock, settings { $0.refreshAheadFraction = 0 })
+        _ = try keys.currentKeys()
+        loader.answer(kids: ["b"], freshFor: 100)
+        loader.close()
+        clock.advance(100)
+        let waited = DispatchSemaphore(value: 0)
+        let waiter = Thread { #expect((try? keys.currentKeys().keyIDs) == ["b"]); waited.signal() }
+        waiter.start()
+        #expect(eventually { loader.calls == 2 })
+        #expect(try keys.currentKeys().keyIDs == ["a"])  // not blocked behind the refetch
+        loader.open()
+        waited.wait()
+        #expect(try keys.currentKeys().keyIDs == ["b"])
+        #expect(loader.calls == 2)
+    }
+
     @Test func unknownKidRefetchesOnceAndTheCooldownPreventsASecond() {
         let loader = ScriptedLoader(), clock = ManualClock()
         loader.answer(kids: ["a"], freshFor: 3600)
