@@ -42,6 +42,8 @@ struct FetchLimits: Sendable {
     var maxBodyBytes: Int
     var connectTimeoutMilliseconds: Int
     var totalTimeoutMilliseconds: Int
+    /// A PEM bundle to trust instead of the system's (tests with a private CA); nil in production.
+    var trustedCAFile: String? = nil
 }
 
 /// A raw HTTP response, headers in arrival order with lower-cased names (final response only).
@@ -103,6 +105,7 @@ enum KeyFetch {
         set(CCurl_setopt_long(easy, CURLOPT_MAXFILESIZE, limits.maxBodyBytes))  // early refusal by Content-Length
         set(CCurl_setopt_string(easy, CURLOPT_NOPROXY, "localhost,127.0.0.1,::1"))
         set(CCurl_setopt_string(easy, CURLOPT_USERAGENT, "tokensignin-keycache"))
+        if let file = limits.trustedCAFile { set(CCurl_setopt_string(easy, CURLOPT_CAINFO, file)) }
         set(CCurl_setopt_write(easy, writeCallback))
         set(CCurl_setopt_pointer(easy, CURLOPT_WRITEDATA, context))
         set(CCurl_setopt_header(easy, headerCallback))

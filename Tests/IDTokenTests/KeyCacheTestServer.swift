@@ -12,7 +12,7 @@ final class KeyCacheTestServer: Sendable {
 
     /// The server's logic; written into the temp folder so the test target needs no resource files.
     private static let script = #"""
-    import http.server, os, sys, threading, time
+    import http.server, os, ssl, sys, threading, time
     root = sys.argv[1]
     lock = threading.Lock()
     counts = {}
@@ -63,19 +63,41 @@ final class KeyCacheTestServer: Sendable {
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
+    if len(sys.argv) > 3:  # TLS with the given certificate and key
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(sys.argv[2], sys.argv[3])
+        server.socket = context.wrap_socket(server.socket, server_side=True)
     put(os.path.join(root, "port"), str(server.server_address[1]))
     server.serve_forever()
     """#
 
-    init() throws {
+    /// With `tls`, it serves https with a fresh self-signed certificate for 127.0.0.1 (`certificate` is its PEM).
+    let certificate: String?
+
+    init(tls: Bool = false) throws {
         root = FileManager.default.temporaryDirectory.appendingPathComponent("keycache-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
         try Self.script.write(toFile: root + "/server.py", atomically: true, encoding: .utf8)
+        var arguments = [root + "/server.py", root]
+        if tls {
+            let openssl = Process()
+            openssl.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+            openssl.arguments = ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
+                                 "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", root + "/key.pem", "-out", root + "/cert.pem"]
+            openssl.standardOutput = FileHandle.nullDevice
+            openssl.standardError = FileHandle.nullDevice
+            try openssl.run()
+            openssl.waitUntilExit()
+            arguments += [root + "/cert.pem", root + "/key.pem"]
+            certificate = root + "/cert.pem"
+        } else {
+            certificate = nil
+        }
         let process = Process()
         // The system python3 if there is one: a version-manager shim would run it as a grandchild we cannot kill.
         let python = FileManager.default.isExecutableFile(atPath: "/usr/bin/python3") ? "/usr/bin/python3" : "/usr/local/bin/python3"
         process.executableURL = URL(fileURLWithPath: python)
-        process.arguments = [root + "/server.py", root]
+        process.arguments = arguments
         process.standardInput = Pipe()
         try process.run()
         var port = 0
@@ -96,7 +118,7 @@ final class KeyCacheTestServer: Sendable {
 
     deinit { stop() }
 
-    func url(_ name: String) -> String { "http://127.0.0.1:\(port)/\(name)" }
+    func url(_ name: String) -> String { "\(certificate == nil ? "http" : "https")://127.0.0.1:\(port)/\(name)" }
 
     /// Configures `/<name>`: what it answers from the next request on.
     func set(_ name: String, body: String? = nil, status: Int? = nil, headers: [String] = [], delay: Double? = nil,

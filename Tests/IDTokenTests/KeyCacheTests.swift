@@ -428,6 +428,23 @@ private func keysUnavailable(_ body: () throws(IDTokenError) -> KeySet) -> IDTok
         #expect(Date().timeIntervalSince(started) < 2)
     }
 
+    @Test func httpsIsFetchedAndTheServerCertificateIsVerified() throws {
+        let server = try KeyCacheTestServer(tls: true)
+        defer { server.stop() }
+        try server.set("certs", body: F.jwks(["a"]), headers: ["Cache-Control: max-age=100"])
+        #expect(server.url("certs").hasPrefix("https://"))
+        var trusting = limits()
+        trusting.trustedCAFile = server.certificate
+        #expect(try KeyFetch.document(url: server.url("certs"), limits: trusting).freshFor == 100)
+        #expect {
+            try KeyFetch.document(url: server.url("certs"), limits: limits())  // self-signed: not trusted by the system
+        } throws: { error in
+            guard case KeyFetchFailure.transport = error else { return false }
+            return true
+        }
+        #expect(server.count("certs") == 1)
+    }
+
     @Test func plainHTTPToANonLoopbackHostIsRefusedWithoutAConnection() {
         #expect(throws: KeyFetchFailure.refusedURL("http:// is allowed only to a loopback host; use https://")) {
             try KeyFetch.document(url: "http://www.googleapis.com/oauth2/v3/certs", limits: limits())
