@@ -2,17 +2,17 @@
 import COpenSSL
 import FoundationEssentials
 
-/// A JSON value for development token claims.
-public enum JSONValue: Sendable, Hashable, Encodable, ExpressibleByStringLiteral, ExpressibleByIntegerLiteral,
+/// A claim value for `DevelopmentKey.sign(claims:)` (development and tests only; replies use SignIn.JSONValue).
+public enum ClaimValue: Sendable, Hashable, Encodable, ExpressibleByStringLiteral, ExpressibleByIntegerLiteral,
     ExpressibleByBooleanLiteral, ExpressibleByArrayLiteral, ExpressibleByDictionaryLiteral, ExpressibleByFloatLiteral {
-    case string(String), integer(Int64), number(Double), bool(Bool), array([JSONValue]), object([String: JSONValue]), null
+    case string(String), integer(Int64), number(Double), bool(Bool), array([ClaimValue]), object([String: ClaimValue]), null
 
     public init(stringLiteral value: String) { self = .string(value) }
     public init(integerLiteral value: Int64) { self = .integer(value) }
     public init(floatLiteral value: Double) { self = .number(value) }
     public init(booleanLiteral value: Bool) { self = .bool(value) }
-    public init(arrayLiteral elements: JSONValue...) { self = .array(elements) }
-    public init(dictionaryLiteral elements: (String, JSONValue)...) {
+    public init(arrayLiteral elements: ClaimValue...) { self = .array(elements) }
+    public init(dictionaryLiteral elements: (String, ClaimValue)...) {
         self = .object(Dictionary(elements, uniquingKeysWith: { _, last in last }))
     }
 
@@ -144,8 +144,8 @@ public final class DevelopmentKey: @unchecked Sendable {
     public var jwks: String { "{\"keys\":[\(publicJWK)]}" }
 
     /// Signs `claims` with a `{"alg","kid","typ":"JWT"}` header.
-    public func sign(claims: [String: JSONValue], kid: String? = nil) -> String {
-        sign(payloadJSON: JSONValue.object(claims).jsonString, kid: kid)
+    public func sign(claims: [String: ClaimValue], kid: String? = nil) -> String {
+        sign(payloadJSON: ClaimValue.object(claims).jsonString, kid: kid)
     }
 
     /// Signs a payload given as JSON text (or any text) with a `{"alg","kid","typ":"JWT"}` header.

@@ -188,3 +188,11 @@ enum OperatorQueries {
             LIMIT $2::int FOR UPDATE SKIP LOCKED)
         """
 }
+
+/// The responder's statements by name, for `tokensignin dev sql` (benchmarks run the same SQL in pgbench).
+public enum StatementCatalog {
+    static let statements = [Queries.signIn, Queries.checkSession, Queries.signInFailure, Queries.signOut,
+                             Queries.listSessions, Queries.revokeOwnSession]
+    public static var names: [String] { statements.map(\.name) }
+    public static func sql(named name: String) -> String? { statements.first { $0.name == name }?.sql }
+}

@@ -3,13 +3,15 @@
 import Glibc
 #endif
 import IDToken
+import SignIn
 
 func devCommand(_ args: ArraySlice<String>) -> Int32 {
     do throws(UsageError) {
         switch args.first {
         case "keygen": return try devKeygen(args.dropFirst())
         case "token": return try devToken(args.dropFirst())
-        default: throw UsageError(message: "dev needs keygen or token")
+        case "sql": return try devSQL(args.dropFirst())
+        default: throw UsageError(message: "dev needs keygen, token or sql")
         }
     } catch {
         printError("tokensignin dev: \(error.message)\n\(usage)")
@@ -37,7 +39,8 @@ private func devKeygen(_ args: ArraySlice<String>) throws(UsageError) -> Int32 {
         return ExitCode.invalid
     }
     guard writeFile(dir + "/dev-signing-key.pem", Array(key.pem.utf8), mode: 0o600),
-          writeFile(dir + "/dev-jwks.json", Array((key.jwks + "\n").utf8), mode: 0o644) else {
+          writeFile(dir + "/dev-jwks.json", Array((key.jwks + "\n").utf8), mode: 0o644),
+          writeFile(dir + "/kid", Array((key.kid + "\n").utf8), mode: 0o644) else {
         printError("tokensignin dev keygen: cannot write into \(dir)")
         return ExitCode.invalid
     }
@@ -66,7 +69,7 @@ private func devToken(_ args: ArraySlice<String>) throws(UsageError) -> Int32 {
         printError("tokensignin dev token: \(error.code.name)")
         return ExitCode.invalid
     }
-    var claims: [String: JSONValue] = [
+    var claims: [String: ClaimValue] = [
         "iss": "https://accounts.google.com", "aud": .string(aud), "azp": .string(aud),
         "iat": .integer(iat), "exp": .integer(iat + ttl),
     ]
@@ -79,5 +82,14 @@ private func devToken(_ args: ArraySlice<String>) throws(UsageError) -> Int32 {
         claims["sub"] = .string(subject)
         print(key.sign(claims: claims, kid: kid))
     }
+    return ExitCode.ok
+}
+
+/// `dev sql NAME`: prints one of the responder's prepared statements, so benchmarks run the very same SQL.
+private func devSQL(_ args: ArraySlice<String>) throws(UsageError) -> Int32 {
+    guard args.count == 1, let name = args.first, let sql = StatementCatalog.sql(named: name) else {
+        throw UsageError(message: "dev sql needs one of: \(StatementCatalog.names.joined(separator: ", "))")
+    }
+    print(sql)
     return ExitCode.ok
 }

@@ -87,5 +87,7 @@ func loadKeySet(file: String) throws(IDTokenError) -> KeySet {
 /// TODO(merge): wire the KeyCache/KeyFetch fetcher (Sources/IDToken/KeyFetch*.swift) here.
 /// Until then a URL key source always reports keys as unavailable (exit 3).
 func fetchKeySet(url: String) throws(IDTokenError) -> KeySet {
-    throw IDTokenError(.keysUnavailable, "fetching \(url) is not wired yet")
+    let source = KeySource.url(url)
+    if let problem = source.configurationProblem { throw IDTokenError(.keysUnavailable, problem) }
+    return try KeyCache(source: source).currentKeys()
 }

@@ -202,6 +202,7 @@ private func sha256Hex(_ stack: Stack, _ text: String) throws -> String {
     @Test func fortyConcurrentFirstSignInsOfOneUserGiveOneRow() throws {
         let token = try stack.token(sub: "140000000000000000001")
         let statuses = ConcurrentStatuses()
+        let stack = self.stack
         DispatchQueue.concurrentPerform(iterations: 40) { _ in
             let status = (try? stack.signIn(token).status) ?? -1
             statuses.append(status)

@@ -37,7 +37,7 @@ enum Paths {
         fatalError("Package.swift not found above \(#filePath)")
     }()
     static let binary = repository.appendingPathComponent(".build/debug/tokensignin").path
-    static let script = { (name: String) in repository.appendingPathComponent("scripts/\(name)").path }
+    static func script(_ name: String) -> String { repository.appendingPathComponent("scripts/\(name)").path }
 }
 
 @discardableResult
@@ -141,7 +141,7 @@ final class Stack: @unchecked Sendable {
 
     func startServer() throws {
         try? FileManager.default.removeItem(atPath: socketPath)
-        FileManager.default.createFile(atPath: logPath, contents: nil)
+        _ = FileManager.default.createFile(atPath: logPath, contents: nil)
         let process = Process()
         process.executableURL = URL(fileURLWithPath: Paths.binary)
         process.arguments = ["serve"]
@@ -196,7 +196,7 @@ final class Stack: @unchecked Sendable {
     func request(_ method: String, _ path: String, headers: [String: String] = [:], body: String? = nil) throws -> Answer {
         var arguments = ["-sk", "-X", method, "-D", "-", "-o", "-", "--max-time", "20", "https://127.0.0.1:\(port)\(path)"]
         for (name, value) in headers.sorted(by: { $0.key < $1.key }) { arguments += ["-H", "\(name): \(value)"] }
-        if let body { arguments += ["--data-binary", "@-"] }
+        if body != nil { arguments += ["--data-binary", "@-"] }
         let result = try run("/usr/bin/curl", arguments, stdin: body)
         return try parse(result.stdout)
     }

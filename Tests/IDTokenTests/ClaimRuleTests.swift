@@ -4,7 +4,7 @@ import Testing
 
 struct ClaimCase: Sendable, CustomTestStringConvertible {
     let name: String
-    let changes: [String: JSONValue]
+    let changes: [String: ClaimValue]
     var removed: [String] = []
     var hostedDomains: [String] = []
     var clockSkew: Int64 = 60
@@ -160,5 +160,5 @@ func duplicateSubPayload(escaped: Bool = false) -> String {
 }
 
 extension Fixture {
-    static var claimsText: String { JSONValue.object(claims).jsonString }
+    static var claimsText: String { ClaimValue.object(claims).jsonString }
 }

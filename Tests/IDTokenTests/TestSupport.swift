@@ -50,7 +50,7 @@ enum Fixture {
     static let policy = Policy(clientIDs: [clientID, otherClientID])
 
     /// Claims of a token valid at `now` for `clientID`.
-    static var claims: [String: JSONValue] {
+    static var claims: [String: ClaimValue] {
         [
             "iss": "https://accounts.google.com", "aud": .string(clientID), "azp": .string(clientID),
             "sub": "110169484474386276334", "email": "user@example.com", "email_verified": true,
@@ -58,7 +58,7 @@ enum Fixture {
         ]
     }
 
-    static func claims(_ changes: [String: JSONValue], removing: [String] = []) -> [String: JSONValue] {
+    static func claims(_ changes: [String: ClaimValue], removing: [String] = []) -> [String: ClaimValue] {
         var c = claims
         for (k, v) in changes { c[k] = v }
         for k in removing { c[k] = nil }

@@ -300,10 +300,7 @@ final class Outcomes: @unchecked Sendable {
 }
 
 @Suite struct DatabaseDocsTests {
-    @Test(arguments: [
-        Queries.signIn, Queries.checkSession, SignInStatements.revokeSession,
-        SignInStatements.revokeAllSessions, Queries.signInFailure,
-    ])
+    @Test(arguments: StatementCatalog.statements)
     func docsShowTheTestedStatementVerbatim(_ statement: Statement) throws {
         let docs = try String(contentsOfFile: repositoryRoot + "/docs/database.md", encoding: .utf8)
         #expect(docs.contains(statement.sql), "docs/database.md is out of date for \(statement.name)")
