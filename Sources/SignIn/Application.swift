@@ -99,7 +99,7 @@ final class Application: Handler {
         let userAgent = Self.userAgent(request)
         let rows: Rows
         do {
-            rows = try database().execute(Queries.signIn, [
+            rows = try execute(Queries.signIn, [
                 verified.subject, verified.email, verified.emailVerified ? "true" : "false", verified.name,
                 verified.givenName, verified.familyName, verified.picture, verified.locale, verified.hostedDomain,
                 session.hashHex, Self.interval(configuration.sessionTTL), verified.audience, userAgent, ip,
@@ -143,7 +143,7 @@ final class Application: Handler {
             return .temporarilyUnavailable(retryAfter: Self.retryAfterKeys, "Google's signing keys are unavailable")
         }
         // Best effort: the audit row must not turn a 401 into a 503.
-        _ = try? database().execute(Queries.signInFailure, [
+        _ = try? execute(Queries.signInFailure, [
             error.code.name, nil, Self.ipAddress(request.remoteAddress), Self.userAgent(request),
         ])
         if error.code == .hostedDomainNotAllowed {
@@ -171,7 +171,7 @@ final class Application: Handler {
         guard let presented = presentedSession(request), let token = presented.token else { return Self.unauthorized }
         let rows: Rows
         do {
-            rows = try database().execute(Queries.checkSession, [token.hashHex, idleTimeout])
+            rows = try execute(Queries.checkSession, [token.hashHex, idleTimeout])
         } catch {
             return databaseUnavailable(error, "session_check")
         }
@@ -203,7 +203,7 @@ final class Application: Handler {
         let all = Self.queryFlag(request.query, "all")
         let rows: Rows
         do {
-            rows = try database().execute(Queries.signOut, [token.hashHex, idleTimeout, all ? "true" : "false"])
+            rows = try execute(Queries.signOut, [token.hashHex, idleTimeout, all ? "true" : "false"])
         } catch {
             return databaseUnavailable(error, "sign_out")
         }
@@ -217,7 +217,7 @@ final class Application: Handler {
         guard let presented = presentedSession(request), let token = presented.token else { return Self.unauthorized }
         let rows: Rows
         do {
-            rows = try database().execute(Queries.listSessions, [token.hashHex, idleTimeout])
+            rows = try execute(Queries.listSessions, [token.hashHex, idleTimeout])
         } catch {
             return databaseUnavailable(error, "list_sessions")
         }
@@ -239,7 +239,7 @@ final class Application: Handler {
         guard let token = presented.token else { return Self.unauthorized }
         let rows: Rows
         do {
-            rows = try database().execute(Queries.revokeOwnSession, [token.hashHex, idleTimeout, String(id)])
+            rows = try execute(Queries.revokeOwnSession, [token.hashHex, idleTimeout, String(id)])
         } catch {
             return databaseUnavailable(error, "revoke_session")
         }
@@ -251,12 +251,24 @@ final class Application: Handler {
 
     // MARK: database
 
-    /// This worker's connection, opened on first use. Store re-establishes a lost one on the next call.
+    /// This worker's connection, opened on first use.
     private func database() throws(StoreError) -> Connection {
         if let connection { return connection }
         let opened = try Connection(conninfo: configuration.conninfo)
         connection = opened
         return opened
+    }
+
+    /// Runs `statement`; when the connection turns out to have been lost (PostgreSQL restarted since this
+    /// worker last used it), re-establishes it and tries once more, so the client sees no error for it.
+    /// A sign-in retried after a lost commit fails on the unique token hash instead of opening two sessions.
+    private func execute(_ statement: Statement, _ params: [String?]) throws(StoreError) -> Rows {
+        do {
+            return try database().execute(statement, params)
+        } catch where error.code == .connectionLost {
+            service.log.warning("database_reconnect", ["operation": statement.name, "worker": String(worker)])
+            return try database().execute(statement, params)
+        }
     }
 
     private func databaseUnavailable(_ error: StoreError, _ operation: String) -> HTTPReply {

@@ -171,12 +171,14 @@ enum OperatorQueries {
     static let sessionExists = "SELECT 1 FROM signin.sessions WHERE id = $1::bigint"
 
     /// Pruning, one small batch per statement so sign-ins never wait on a long lock.
-    /// Expired sessions (absolute expiry passed, or idle beyond the interval $1) that are not revoked, and
-    /// revoked sessions older than the interval $2; $3 is the batch size.
+    /// Sessions past their absolute expiry, unrevoked sessions idle beyond the interval $1, and sessions
+    /// revoked longer ago than the interval $2 (kept that long to answer "why was I signed out"); $3 is the
+    /// batch size.
     static let pruneSessions = """
         DELETE FROM signin.sessions WHERE id IN (
             SELECT id FROM signin.sessions
-            WHERE (revoked_at IS NULL AND (expires_at <= now() OR last_seen_at <= now() - $1::interval))
+            WHERE expires_at <= now()
+               OR (revoked_at IS NULL AND last_seen_at <= now() - $1::interval)
                OR revoked_at <= now() - $2::interval
             LIMIT $3::int FOR UPDATE SKIP LOCKED)
         """

@@ -6,7 +6,8 @@ import Testing
 @Suite(.serialized) struct OutageEndToEndTests {
     @Test func databaseRestartGives503DuringAndNormalAfter() throws {
         // A private cluster, so stopping it does not disturb the suites running beside this one.
-        let folder = NSTemporaryDirectory() + "tokensignin-e2e-pg-\(getpid())"
+        let root = ProcessInfo.processInfo.environment["TOKENSIGNIN_TEST_RUNDIR"] ?? NSTemporaryDirectory()
+        let folder = root + "/outage-\(getpid())/pg"
         let pgPort = String(56000 + Int(getpid() % 1000))
         let cluster = Paths.script("pgcluster")
         try run(cluster, ["start", folder, pgPort])
@@ -17,16 +18,22 @@ import Testing
 
         let before = try stack.signIn(try stack.token(sub: "150000000000000000001"))
         #expect(before.status == 200, "\(before)")
+        let session = try #require((before.json["session"] as? [String: Any])?["token"] as? String)
+        let check = { try stack.request("GET", "/auth/session", headers: ["Authorization": "Bearer \(session)"]) }
 
         try run(cluster, ["stop", folder, pgPort])
         let during = try stack.signIn(try stack.token(sub: "150000000000000000002"))
         #expect(during.status == 503, "\(during)")
         #expect(during.header("Retry-After") != nil)
         #expect(during.errorCode == "temporarily_unavailable")
+        let duringCheck = try check()
+        #expect(duringCheck.status == 503, "never a false 200 or 401 while the database is down: \(duringCheck)")
+        #expect(duringCheck.header("X-User-Id") == nil)
 
         try run(cluster, ["start", folder, pgPort])
         let after = try stack.signIn(try stack.token(sub: "150000000000000000003"))
         #expect(after.status == 200, "the lost connection is re-established on the next request: \(after)")
+        #expect(try check().status == 200)
         #expect(try stack.count("signin.users WHERE google_sub = '150000000000000000002'") == 0)
         #expect(try stack.count("signin.users WHERE google_sub = '150000000000000000003'") == 1)
     }

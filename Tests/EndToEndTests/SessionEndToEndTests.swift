@@ -5,7 +5,7 @@ import Testing
 
 @Suite(.serialized) final class SessionEndToEndTests {
     let stack: Stack
-    init() throws { stack = try Stack("sessions") }
+    init() throws { stack = try SharedStacks.stack("sessions") }
 
     /// Signs `sub` in and returns (session token, user id).
     private func signedIn(_ sub: String, email: String? = nil, userAgent: String = "e2e-test") throws -> (token: String, userID: String) {
@@ -131,7 +131,7 @@ import Testing
 
     @Test func absoluteExpiryIsEnforced() throws {
         let (token, _) = try signedIn("210000000000000000009")
-        try stack.psql("UPDATE signin.sessions s SET expires_at = now() - interval '1 second' FROM signin.users u WHERE u.id = s.user_id AND u.google_sub = '210000000000000000009'")
+        try stack.psql("UPDATE signin.sessions s SET created_at = now() - interval '2 days', expires_at = now() - interval '1 second' FROM signin.users u WHERE u.id = s.user_id AND u.google_sub = '210000000000000000009'")
         #expect(try check(bearer: token).status == 401)
     }
 
@@ -191,7 +191,7 @@ import Testing
             #expect(result.stderr.lowercased().contains("usage"), "\(bad)")
         }
 
-        try stack.psql("UPDATE signin.sessions s SET expires_at = now() - interval '1 day' FROM signin.users u WHERE u.id = s.user_id AND u.google_sub = '210000000000000000013'")
+        try stack.psql("UPDATE signin.sessions s SET created_at = now() - interval '3 days', expires_at = now() - interval '1 day' FROM signin.users u WHERE u.id = s.user_id AND u.google_sub = '210000000000000000013'")
         let prune = try run(Paths.binary, ["prune"], environment: env)
         #expect(prune.status == 0, "\(prune.stderr)")
         #expect(try stack.count("signin.sessions s JOIN signin.users u ON u.id = s.user_id WHERE u.google_sub = '210000000000000000013'") == 0)

@@ -9,7 +9,7 @@ private func sha256Hex(_ stack: Stack, _ text: String) throws -> String {
 
 @Suite(.serialized) final class SignInEndToEndTests {
     let stack: Stack
-    init() throws { stack = try Stack("signin") }
+    init() throws { stack = try SharedStacks.stack("signin") }
 
     @Test func jsonSignInCreatesUserSessionAndAuditRow() throws {
         let token = try stack.token(sub: "110000000000000000001", email: "ada@example.com", name: "Ada Lovelace")

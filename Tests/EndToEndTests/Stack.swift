@@ -40,41 +40,108 @@ enum Paths {
     static func script(_ name: String) -> String { repository.appendingPathComponent("scripts/\(name)").path }
 }
 
+/// Runs a program to completion and returns what it printed. posix_spawn and waitpid, with close-on-exec
+/// pipes: Foundation's Process.waitUntilExit can hang on Linux, and a pipe inherited by another test's
+/// daemon (nginx, PostgreSQL) would never reach end-of-file.
 @discardableResult
 func run(_ executable: String, _ arguments: [String], environment: [String: String] = [:], stdin: String? = nil) throws -> CommandResult {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: executable)
-    process.arguments = arguments
-    process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-    let out = Pipe(), err = Pipe(), input = Pipe()
-    process.standardOutput = out
-    process.standardError = err
-    process.standardInput = input
-    try process.run()
-    if let stdin { input.fileHandleForWriting.write(Data(stdin.utf8)) }
-    try input.fileHandleForWriting.close()
-    // Read both pipes before waiting, so a chatty child cannot block on a full pipe.
-    let errReader = Task.detached { err.fileHandleForReading.readDataToEndOfFile() }
-    let stdoutData = out.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    let stderrData = try awaitBlocking { await errReader.value }
-    return CommandResult(status: process.terminationStatus,
-                         stdout: String(decoding: stdoutData, as: UTF8.self),
-                         stderr: String(decoding: stderrData, as: UTF8.self))
+    var input: [Int32] = [0, 0], output: [Int32] = [0, 0], errors: [Int32] = [0, 0]
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    // Under the lock, no other spawn of this run can inherit the pipes before they are close-on-exec.
+    let pid = try spawnLock.withLock {
+        guard closeOnExecPipe(&input), closeOnExecPipe(&output), closeOnExecPipe(&errors) else {
+            throw StackError("pipe failed")
+        }
+        posix_spawn_file_actions_adddup2(&actions, input[0], 0)
+        posix_spawn_file_actions_adddup2(&actions, output[1], 1)
+        posix_spawn_file_actions_adddup2(&actions, errors[1], 2)
+        return try spawnLocked(executable, arguments, environment: environment, actions: &actions)
+    }
+    close(input[0]); close(output[1]); close(errors[1])
+
+    let stderrData = ResultBox<[UInt8]>()
+    let drained = DispatchSemaphore(value: 0)
+    let errorsFD = errors[0], inputFD = input[1]
+    let stdinBytes = Array((stdin ?? "").utf8)
+    DispatchQueue.global().async {
+        var offset = 0
+        while offset < stdinBytes.count {
+            let n = stdinBytes.withUnsafeBytes { write(inputFD, $0.baseAddress! + offset, $0.count - offset) }
+            if n <= 0 { break }
+            offset += n
+        }
+        close(inputFD)
+        stderrData.value = readToEnd(errorsFD)
+        drained.signal()
+    }
+    let stdoutBytes = readToEnd(output[0])
+    drained.wait()
+    close(output[0]); close(errors[0])
+    var status: Int32 = 0
+    while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
+    return CommandResult(status: (status >> 8) & 0xff,
+                         stdout: String(decoding: stdoutBytes, as: UTF8.self),
+                         stderr: String(decoding: stderrData.value ?? [], as: UTF8.self))
 }
 
-/// Waits for an async value from synchronous test code (used only for pipe draining).
-func awaitBlocking<T: Sendable>(_ body: @escaping @Sendable () async -> T) throws -> T {
-    let box = ResultBox<T>()
-    let done = DispatchSemaphore(value: 0)
-    Task { box.value = await body(); done.signal() }
-    done.wait()
-    return box.value!
+let spawnLock = NSLock()
+
+/// Starts a program with this process's environment plus `environment`; returns its pid.
+func spawn(_ executable: String, _ arguments: [String], environment: [String: String],
+           actions: inout posix_spawn_file_actions_t) throws -> pid_t {
+    try spawnLock.withLock { try spawnLocked(executable, arguments, environment: environment, actions: &actions) }
+}
+
+private func spawnLocked(_ executable: String, _ arguments: [String], environment: [String: String],
+                         actions: inout posix_spawn_file_actions_t) throws -> pid_t {
+    let merged = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+    let argv = ([executable] + arguments).map { strdup($0) } + [nil]
+    let envp = merged.map { strdup("\($0.key)=\($0.value)") } + [nil]
+    defer { argv.forEach { free($0) }; envp.forEach { free($0) } }
+    var pid: pid_t = 0
+    let result = posix_spawn(&pid, executable, &actions, nil, argv, envp)
+    guard result == 0 else { throw StackError("cannot start \(executable): error \(result)") }
+    return pid
+}
+
+/// pipe(2) with both ends close-on-exec (Glibc's module does not export pipe2).
+private func closeOnExecPipe(_ fds: inout [Int32]) -> Bool {
+    guard pipe(&fds) == 0 else { return false }
+    return fcntl(fds[0], F_SETFD, FD_CLOEXEC) == 0 && fcntl(fds[1], F_SETFD, FD_CLOEXEC) == 0
+}
+
+private func readToEnd(_ fd: Int32) -> [UInt8] {
+    var bytes: [UInt8] = []
+    var buffer = [UInt8](repeating: 0, count: 65536)
+    while true {
+        let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        if n < 0 && errno == EINTR { continue }
+        if n <= 0 { return bytes }
+        bytes += buffer[0..<n]
+    }
 }
 
 final class ResultBox<T>: @unchecked Sendable {
-    // SAFETY: written once by one task before the semaphore is signalled, read after the wait.
+    // SAFETY: written once by one thread before the semaphore is signalled, read after the wait.
     var value: T?
+}
+
+/// One stack per name for the whole test run (Swift Testing makes a suite instance per test; starting a
+/// stack per test would be slow). Stacks are torn down by scripts/with-test-db when the run ends.
+enum SharedStacks {
+    private static let lock = NSLock()
+    nonisolated(unsafe) private static var stacks: [String: Stack] = [:]
+
+    static func stack(_ name: String, environment: [String: String] = [:]) throws -> Stack {
+        try lock.withLock {
+            if let stack = stacks[name] { return stack }
+            let stack = try Stack(name, environment: environment)
+            stacks[name] = stack
+            return stack
+        }
+    }
 }
 
 /// One private stack. Each suite makes its own (own database, socket and port), so suites can run in parallel.
@@ -87,7 +154,7 @@ final class Stack: @unchecked Sendable {
     let otherClientID = "e2e-other.apps.googleusercontent.com"
     let siteOrigin: String
     var kid = ""
-    private var server: Process?
+    private var server: pid_t?
     private let extraEnvironment: [String: String]
     /// libpq settings of the cluster this stack uses (the shared test cluster unless a test brings its own).
     let postgres: [String: String]
@@ -96,7 +163,9 @@ final class Stack: @unchecked Sendable {
         guard ProcessInfo.processInfo.environment["PGHOST"] != nil else {
             throw StackError("end-to-end tests need the test cluster: run them with `make test`")
         }
-        directory = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("tokensignin-e2e-\(name)-\(getpid())")
+        // Under the folder scripts/with-test-db cleans up, which stops whatever a crashed run left behind.
+        let root = ProcessInfo.processInfo.environment["TOKENSIGNIN_TEST_RUNDIR"] ?? NSTemporaryDirectory()
+        directory = URL(fileURLWithPath: root).appendingPathComponent("e2e-\(name)-\(getpid())")
         try? FileManager.default.removeItem(at: directory)
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         database = "e2e_\(name.lowercased())_\(getpid())"
@@ -141,28 +210,33 @@ final class Stack: @unchecked Sendable {
 
     func startServer() throws {
         try? FileManager.default.removeItem(atPath: socketPath)
-        _ = FileManager.default.createFile(atPath: logPath, contents: nil)
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: Paths.binary)
-        process.arguments = ["serve"]
-        process.environment = ProcessInfo.processInfo.environment.merging(serverEnvironment) { $1 }
-        let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
-        log.seekToEndOfFile()
-        process.standardOutput = log
-        process.standardError = log
-        try process.run()
-        server = process
+        let log = open(logPath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
+        guard log >= 0 else { throw StackError("cannot open \(logPath)") }
+        defer { close(log) }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_adddup2(&actions, log, 1)
+        posix_spawn_file_actions_adddup2(&actions, log, 2)
+        let pid = try spawn(Paths.binary, ["serve"], environment: serverEnvironment, actions: &actions)
+        server = pid
+        try? String(pid).write(toFile: directory.appendingPathComponent("tokensignin.pid").path, atomically: true, encoding: .utf8)
         for _ in 0..<200 where !FileManager.default.fileExists(atPath: socketPath) {
-            guard process.isRunning else { throw StackError("serve exited: \(serverLog)") }
+            var status: Int32 = 0
+            guard waitpid(pid, &status, WNOHANG) == 0 else { server = nil; throw StackError("serve exited: \(serverLog)") }
             usleep(25_000)
         }
         guard FileManager.default.fileExists(atPath: socketPath) else { throw StackError("serve did not listen: \(serverLog)") }
     }
 
+    /// SIGTERM (the graceful stop) and wait for the responder to exit.
     func stopServer() {
-        guard let server, server.isRunning else { return }
-        server.terminate()
-        server.waitUntilExit()
+        guard let pid = server else { return }
+        kill(pid, SIGTERM)
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
+        server = nil
     }
 
     var serverLog: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
