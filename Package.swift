@@ -24,12 +24,12 @@ let package = Package(
         .executableTarget(name: "tokensignin", dependencies: ["SignIn", "IDToken", "Store"], swiftSettings: strict),
         .executableTarget(name: "verify-bench", dependencies: ["IDToken"], path: "bench/VerifyBench", swiftSettings: strict),
 
-        .testTarget(name: "IDTokenTests", dependencies: ["IDToken", "COpenSSL"], swiftSettings: strict),
-        // Test support: a private database per suite on the test cluster (scripts/with-test-db).
-        .target(name: "DatabaseTestSupport", dependencies: ["Store"], path: "Tests/DatabaseTestSupport", swiftSettings: strict),
-        .testTarget(name: "StoreTests", dependencies: ["Store", "DatabaseTestSupport"], swiftSettings: strict),
-        .testTarget(name: "FastCGITests", dependencies: ["FastCGI"], swiftSettings: strict),
-        .testTarget(name: "SignInTests", dependencies: ["SignIn", "Store", "DatabaseTestSupport"], swiftSettings: strict),
-        .testTarget(name: "EndToEndTests", dependencies: ["IDToken"], swiftSettings: strict),
+        .testTarget(name: "IDTokenTests", dependencies: ["IDToken", "COpenSSL", "TestSupport"], swiftSettings: strict),
+        // Test support: running programs, and a private database per suite on the test cluster.
+        .target(name: "TestSupport", dependencies: ["Store"], path: "Tests/TestSupport", swiftSettings: strict),
+        .testTarget(name: "StoreTests", dependencies: ["Store", "TestSupport"], swiftSettings: strict),
+        .testTarget(name: "FastCGITests", dependencies: ["FastCGI", "TestSupport"], swiftSettings: strict),
+        .testTarget(name: "SignInTests", dependencies: ["SignIn", "Store", "TestSupport"], swiftSettings: strict),
+        .testTarget(name: "EndToEndTests", dependencies: ["IDToken", "TestSupport"], swiftSettings: strict),
     ]
 )

@@ -1,6 +1,7 @@
 // A real stack for end-to-end tests: a fresh database on the test cluster, `tokensignin serve`, and nginx.
 import Foundation
 import Testing
+import TestSupport
 
 /// An HTTP answer as curl saw it through nginx.
 struct Answer: CustomStringConvertible {
@@ -27,6 +28,14 @@ struct CommandResult {
     var stderr: String
 }
 
+/// Runs a program with this process's environment plus `environment`.
+@discardableResult
+func run(_ executable: String, _ arguments: [String], environment: [String: String] = [:], stdin: String? = nil) throws -> CommandResult {
+    let result = try runProgram(executable, arguments, environment: ProcessInfo.processInfo.environment.merging(environment) { $1 },
+                                stdin: Array((stdin ?? "").utf8))
+    return CommandResult(status: result.status, stdout: result.stdoutText, stderr: result.stderrText)
+}
+
 enum Paths {
     static let repository: URL = {
         var url = URL(fileURLWithPath: #filePath)
@@ -40,93 +49,6 @@ enum Paths {
     static func script(_ name: String) -> String { repository.appendingPathComponent("scripts/\(name)").path }
 }
 
-/// Runs a program to completion and returns what it printed. posix_spawn and waitpid, with close-on-exec
-/// pipes: Foundation's Process.waitUntilExit can hang on Linux, and a pipe inherited by another test's
-/// daemon (nginx, PostgreSQL) would never reach end-of-file.
-@discardableResult
-func run(_ executable: String, _ arguments: [String], environment: [String: String] = [:], stdin: String? = nil) throws -> CommandResult {
-    var input: [Int32] = [0, 0], output: [Int32] = [0, 0], errors: [Int32] = [0, 0]
-    var actions = posix_spawn_file_actions_t()
-    posix_spawn_file_actions_init(&actions)
-    defer { posix_spawn_file_actions_destroy(&actions) }
-    // Under the lock, no other spawn of this run can inherit the pipes before they are close-on-exec.
-    let pid = try spawnLock.withLock {
-        guard closeOnExecPipe(&input), closeOnExecPipe(&output), closeOnExecPipe(&errors) else {
-            throw StackError("pipe failed")
-        }
-        posix_spawn_file_actions_adddup2(&actions, input[0], 0)
-        posix_spawn_file_actions_adddup2(&actions, output[1], 1)
-        posix_spawn_file_actions_adddup2(&actions, errors[1], 2)
-        return try spawnLocked(executable, arguments, environment: environment, actions: &actions)
-    }
-    close(input[0]); close(output[1]); close(errors[1])
-
-    let stderrData = ResultBox<[UInt8]>()
-    let drained = DispatchSemaphore(value: 0)
-    let errorsFD = errors[0], inputFD = input[1]
-    let stdinBytes = Array((stdin ?? "").utf8)
-    DispatchQueue.global().async {
-        var offset = 0
-        while offset < stdinBytes.count {
-            let n = stdinBytes.withUnsafeBytes { write(inputFD, $0.baseAddress! + offset, $0.count - offset) }
-            if n <= 0 { break }
-            offset += n
-        }
-        close(inputFD)
-        stderrData.value = readToEnd(errorsFD)
-        drained.signal()
-    }
-    let stdoutBytes = readToEnd(output[0])
-    drained.wait()
-    close(output[0]); close(errors[0])
-    var status: Int32 = 0
-    while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
-    return CommandResult(status: (status >> 8) & 0xff,
-                         stdout: String(decoding: stdoutBytes, as: UTF8.self),
-                         stderr: String(decoding: stderrData.value ?? [], as: UTF8.self))
-}
-
-let spawnLock = NSLock()
-
-/// Starts a program with this process's environment plus `environment`; returns its pid.
-func spawn(_ executable: String, _ arguments: [String], environment: [String: String],
-           actions: inout posix_spawn_file_actions_t) throws -> pid_t {
-    try spawnLock.withLock { try spawnLocked(executable, arguments, environment: environment, actions: &actions) }
-}
-
-private func spawnLocked(_ executable: String, _ arguments: [String], environment: [String: String],
-                         actions: inout posix_spawn_file_actions_t) throws -> pid_t {
-    let merged = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-    let argv = ([executable] + arguments).map { strdup($0) } + [nil]
-    let envp = merged.map { strdup("\($0.key)=\($0.value)") } + [nil]
-    defer { argv.forEach { free($0) }; envp.forEach { free($0) } }
-    var pid: pid_t = 0
-    let result = posix_spawn(&pid, executable, &actions, nil, argv, envp)
-    guard result == 0 else { throw StackError("cannot start \(executable): error \(result)") }
-    return pid
-}
-
-/// pipe(2) with both ends close-on-exec (Glibc's module does not export pipe2).
-private func closeOnExecPipe(_ fds: inout [Int32]) -> Bool {
-    guard pipe(&fds) == 0 else { return false }
-    return fcntl(fds[0], F_SETFD, FD_CLOEXEC) == 0 && fcntl(fds[1], F_SETFD, FD_CLOEXEC) == 0
-}
-
-private func readToEnd(_ fd: Int32) -> [UInt8] {
-    var bytes: [UInt8] = []
-    var buffer = [UInt8](repeating: 0, count: 65536)
-    while true {
-        let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-        if n < 0 && errno == EINTR { continue }
-        if n <= 0 { return bytes }
-        bytes += buffer[0..<n]
-    }
-}
-
-final class ResultBox<T>: @unchecked Sendable {
-    // SAFETY: written once by one thread before the semaphore is signalled, read after the wait.
-    var value: T?
-}
 
 /// One stack per name for the whole test run (Swift Testing makes a suite instance per test; starting a
 /// stack per test would be slow). Stacks are torn down by scripts/with-test-db when the run ends.
@@ -219,7 +141,8 @@ final class Stack: @unchecked Sendable {
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         posix_spawn_file_actions_adddup2(&actions, log, 1)
         posix_spawn_file_actions_adddup2(&actions, log, 2)
-        let pid = try spawn(Paths.binary, ["serve"], environment: serverEnvironment, actions: &actions)
+        let pid = try spawnProgram(Paths.binary, ["serve"], environment: ProcessInfo.processInfo.environment.merging(serverEnvironment) { $1 },
+                                   actions: &actions)
         server = pid
         try? String(pid).write(toFile: directory.appendingPathComponent("tokensignin.pid").path, atomically: true, encoding: .utf8)
         for _ in 0..<200 where !FileManager.default.fileExists(atPath: socketPath) {

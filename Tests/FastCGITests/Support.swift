@@ -2,6 +2,7 @@
 import FastCGI
 import Foundation
 import Synchronization
+import TestSupport
 
 /// A private folder under /tmp (short, so unix socket paths fit in sun_path), removed on deinit.
 final class TempDir: Sendable {
@@ -31,33 +32,8 @@ struct ProcessResult {
 /// Runs a program to completion with exactly `environment`, feeding `input` on stdin.
 func runProcess(_ executable: String, _ arguments: [String], environment: [String: String] = [:],
                 input: [UInt8] = []) throws -> ProcessResult {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: executable)
-    process.arguments = arguments
-    process.environment = environment
-    let stdin = Pipe(), stdout = Pipe(), stderr = Pipe()
-    process.standardInput = stdin
-    process.standardOutput = stdout
-    process.standardError = stderr
-    try process.run()
-    // Feed stdin on another thread so a child that does not read it cannot deadlock us.
-    let writer = Thread {
-        try? stdin.fileHandleForWriting.write(contentsOf: Data(input))
-        try? stdin.fileHandleForWriting.close()
-    }
-    writer.start()
-    let errors = Mutex<Data>(Data())
-    let errorsRead = Latch()
-    Thread {
-        let data = stderr.fileHandleForReading.readDataToEndOfFile()
-        errors.withLock { $0 = data }
-        errorsRead.signal()
-    }.start()
-    let output = stdout.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    _ = errorsRead.wait(for: 1)
-    return ProcessResult(status: process.terminationStatus, stdout: Array(output),
-                         stderr: String(decoding: errors.withLock { $0 }, as: UTF8.self))
+    let result = try runProgram(executable, arguments, environment: environment, stdin: input)
+    return ProcessResult(status: result.status, stdout: result.stdout, stderr: result.stderrText)
 }
 
 /// A CGI response as cgi-fcgi prints it (or nginx forwards it): head lines and body.

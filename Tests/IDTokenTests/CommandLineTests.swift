@@ -2,6 +2,7 @@
 import Foundation
 import IDToken
 import Testing
+import TestSupport
 
 struct RunResult {
     let status: Int32
@@ -18,24 +19,11 @@ enum CLI {
     }()
 
     static func run(_ args: [String], stdin: String? = nil, env: [String: String] = [:]) throws -> RunResult {
-        let p = Process()
-        p.executableURL = binary
-        p.arguments = args
         // A clean environment: no TOKENSIGNIN_* from the caller.
         var environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("TOKENSIGNIN_") }
         for (k, v) in env { environment[k] = v }
-        p.environment = environment
-        let out = Pipe(), err = Pipe(), input = Pipe()
-        p.standardOutput = out
-        p.standardError = err
-        p.standardInput = input
-        try p.run()
-        if let stdin { input.fileHandleForWriting.write(Data(stdin.utf8)) }
-        try input.fileHandleForWriting.close()
-        let o = out.fileHandleForReading.readDataToEndOfFile()
-        let e = err.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
-        return RunResult(status: p.terminationStatus, stdout: String(decoding: o, as: UTF8.self), stderr: String(decoding: e, as: UTF8.self))
+        let result = try runProgram(binary.path, args, environment: environment, stdin: Array((stdin ?? "").utf8))
+        return RunResult(status: result.status, stdout: result.stdoutText, stderr: result.stderrText)
     }
 
     /// A temporary directory with a development key pair made by `tokensignin dev keygen`.
@@ -156,7 +144,7 @@ enum CLI {
         #expect(r.status == 3 && r.stderr.contains("invalid_key_set"))
     }
 
-    @Test func keyURLExitsThreeUntilTheFetcherIsWired() throws {
+    @Test func unreachableKeyURLExitsThree() throws {
         let r = try CLI.run(["verify", "--client-id", "c", "--jwks-url", "http://127.0.0.1:9/certs", token])
         #expect(r.status == 3)
     }

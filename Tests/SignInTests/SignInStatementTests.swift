@@ -1,6 +1,6 @@
 // The sign-in, session lookup and revocation statements against the real schema.
 import Foundation
-import DatabaseTestSupport
+import TestSupport
 @testable import SignIn
 import Store
 import Testing

@@ -1,6 +1,6 @@
 // Connection: connecting, parameters, errors and their codes, prepared statements, losing the server.
 import Foundation
-import DatabaseTestSupport
+import TestSupport
 import Store
 import Testing
 

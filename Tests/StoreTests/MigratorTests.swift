@@ -1,6 +1,6 @@
 // Migrator: applies files in order, once, refuses edited ones, rolls back broken ones, tolerates races.
 import Foundation
-import DatabaseTestSupport
+import TestSupport
 import Store
 import Testing
 

@@ -1,4 +1,4 @@
-// Test support shared by StoreTests and SignInTests: a private database per test on the cluster scripts/with-test-db started, and a private cluster.
+// Test support: a private database per test on the cluster scripts/with-test-db started, and a private cluster.
 import Foundation
 #if canImport(Glibc)
 import Glibc
@@ -69,13 +69,7 @@ public final class PrivateCluster {
     }
 }
 
-/// Runs a program and waits for it (posix_spawn + waitpid: Foundation's Process.waitUntilExit can hang here).
+/// Runs a program with this process's environment and returns its exit status.
 public func spawnAndWait(_ arguments: [String]) -> Int32 {
-    var pid: pid_t = 0
-    let argv = arguments.map { strdup($0) } + [nil]
-    defer { argv.forEach { free($0) } }
-    guard posix_spawn(&pid, arguments[0], nil, nil, argv, environ) == 0 else { return -1 }
-    var status: Int32 = 0
-    while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
-    return (status >> 8) & 0xff
+    (try? runProgram(arguments[0], Array(arguments.dropFirst()), environment: ProcessInfo.processInfo.environment).status) ?? -1
 }
