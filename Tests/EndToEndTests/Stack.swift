@@ -81,7 +81,12 @@ final class Stack: @unchecked Sendable {
     /// libpq settings of the cluster this stack uses (the shared test cluster unless a test brings its own).
     let postgres: [String: String]
 
-    init(_ name: String, environment: [String: String] = [:], postgres: [String: String] = [:]) throws {
+    /// How the responder gets its socket: it creates it (TOKENSIGNIN_LISTEN), or spawn-fcgi hands it over as fd 0.
+    enum Launch { case listen, spawnFCGI }
+    private let launch: Launch
+
+    init(_ name: String, environment: [String: String] = [:], postgres: [String: String] = [:],
+         launch: Launch = .listen, rateLimit: Bool = false) throws {
         guard ProcessInfo.processInfo.environment["PGHOST"] != nil else {
             throw StackError("end-to-end tests need the test cluster: run them with `make test`")
         }
@@ -95,6 +100,7 @@ final class Stack: @unchecked Sendable {
         siteOrigin = "https://127.0.0.1:\(port)"
         extraEnvironment = environment
         self.postgres = postgres
+        self.launch = launch
 
         try psql("DROP DATABASE IF EXISTS \(database)", database: "postgres")
         try psql("CREATE DATABASE \(database)", database: "postgres")
@@ -108,7 +114,7 @@ final class Stack: @unchecked Sendable {
 
         try startServer()
         let nginx = try run(Paths.script("nginx-local"), ["start", directory.appendingPathComponent("nginx").path, String(port), socketPath],
-                            environment: ["NGINX_RATE_LIMIT": "off"])
+                            environment: ["NGINX_RATE_LIMIT": rateLimit ? "on" : "off"])
         guard nginx.status == 0 else { throw StackError("nginx failed: \(nginx.stderr)") }
     }
 
@@ -141,8 +147,17 @@ final class Stack: @unchecked Sendable {
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         posix_spawn_file_actions_adddup2(&actions, log, 1)
         posix_spawn_file_actions_adddup2(&actions, log, 2)
-        let pid = try spawnProgram(Paths.binary, ["serve"], environment: ProcessInfo.processInfo.environment.merging(serverEnvironment) { $1 },
-                                   actions: &actions)
+        var environment = ProcessInfo.processInfo.environment.merging(serverEnvironment) { $1 }
+        let pid: pid_t
+        switch launch {
+        case .listen:
+            pid = try spawnProgram(Paths.binary, ["serve"], environment: environment, actions: &actions)
+        case .spawnFCGI:
+            // spawn-fcgi creates the socket and execs `serve` with it as fd 0 (-n: no fork, so pid is ours).
+            environment["TOKENSIGNIN_LISTEN"] = nil
+            pid = try spawnProgram("/usr/bin/spawn-fcgi", ["-n", "-s", socketPath, "-M", "0660", "--", Paths.binary, "serve"],
+                                   environment: environment, actions: &actions)
+        }
         server = pid
         try? String(pid).write(toFile: directory.appendingPathComponent("tokensignin.pid").path, atomically: true, encoding: .utf8)
         for _ in 0..<200 where !FileManager.default.fileExists(atPath: socketPath) {
@@ -153,13 +168,15 @@ final class Stack: @unchecked Sendable {
         guard FileManager.default.fileExists(atPath: socketPath) else { throw StackError("serve did not listen: \(serverLog)") }
     }
 
-    /// SIGTERM (the graceful stop) and wait for the responder to exit.
-    func stopServer() {
-        guard let pid = server else { return }
+    /// SIGTERM (the graceful stop) and wait for the responder to exit; returns its exit status.
+    @discardableResult
+    func stopServer() -> Int32? {
+        guard let pid = server else { return nil }
         kill(pid, SIGTERM)
         var status: Int32 = 0
         while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
         server = nil
+        return (status & 0x7f) == 0 ? (status >> 8) & 0xff : -1
     }
 
     var serverLog: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
