@@ -7,7 +7,7 @@ CONFIG       ?= release
 BIN           = .build/$(CONFIG)/tokensignin
 RUN_DIR      ?= $(CURDIR)/.run
 DEBIAN_PACKAGES = libfcgi-dev libfcgi-bin libssl-dev openssl libpq-dev libcurl4-openssl-dev ca-certificates \
-                  postgresql postgresql-contrib nginx-light spawn-fcgi wrk pkg-config curl
+                  postgresql postgresql-contrib nginx-light spawn-fcgi wrk pkg-config curl python3
 
 .PHONY: help deps build test run stop migrate prune bench clean
 
