@@ -41,6 +41,11 @@ migrate: build ## apply the migrations in sql/ to the database in PG* / TOKENSIG
 prune: build ## delete expired sessions and old audit rows (what the systemd timer in docs/systemd runs)
 	$(BIN) prune
 
+bench: deps ## the benchmarks (bench/verify, bench/signin, bench/session): ratios against OpenSSL and pgbench
+	bench/verify
+	bench/signin
+	bench/session
+
 clean: ## remove build output and the local run folder
 	-$(MAKE) stop
 	rm -rf .build $(RUN_DIR)

@@ -32,9 +32,9 @@ final class RequestSlot {
                 let bytes = UnsafeRawBufferPointer(start: pair, count: strlen(pair))
                 if let equals = bytes.firstIndex(of: UInt8(ascii: "=")) {
                     let name = String(decoding: bytes[..<equals], as: UTF8.self)
-                    if params[name] == nil {
-                        params[name] = String(decoding: bytes[(equals + 1)...], as: UTF8.self)
-                    }
+                    // The last value wins: nginx sends a parameter twice when a `fastcgi_param` after
+                    // `include fastcgi_params` overrides it, and the override must count (as in php-fpm).
+                    params[name] = String(decoding: bytes[(equals + 1)...], as: UTF8.self)
                 }
                 entry += 1
             }

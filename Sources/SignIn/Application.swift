@@ -80,8 +80,10 @@ final class Application: Handler {
             service.log.info("sign_in_refused", ["reason": error.code.name, "ip": request.remoteAddress])
             return .error(for: error)
         }
-        // Login CSRF: another site's page must not sign this browser into an attacker's account.
-        if !parsed.isWebForm, case .refused(let reason) = configuration.originCheck.decideTokenPost(origin: request.header("Origin")) {
+        // Login CSRF: another site's page must not sign this browser into an attacker's account. The web
+        // form is posted by Google's page (Origin https://accounts.google.com) and carries its CSRF pair.
+        if case .refused(let reason) = configuration.originCheck.decideTokenPost(origin: request.header("Origin"),
+                                                                                  webForm: parsed.isWebForm) {
             service.log.info("sign_in_refused", ["reason": "origin", "detail": reason, "ip": request.remoteAddress])
             return .error(.csrfCheckFailed, "the request does not come from this site")
         }
@@ -156,10 +158,12 @@ final class Application: Handler {
 
     /// The presented session token and whether it came in a cookie (which needs the Origin check for changes).
     private func presentedSession(_ request: Request) -> (token: SessionToken?, byCookie: Bool)? {
+        // A Bearer header decides; another scheme (Basic auth in front of a staging site) is not ours.
         if let authorization = request.header("Authorization") {
             let parts = authorization.split(separator: " ", maxSplits: 1)
-            guard parts.count == 2, parts[0].lowercased() == "bearer" else { return (nil, false) }
-            return (SessionToken(presented: parts[1]), false)
+            if parts.first?.lowercased() == "bearer" {
+                return (parts.count == 2 ? SessionToken(presented: parts[1]) : nil, false)
+            }
         }
         guard let value = Cookies.value(named: configuration.cookieName, in: request.header("Cookie")) else { return nil }
         return (SessionToken(presented: value), true)
@@ -178,11 +182,14 @@ final class Application: Handler {
         guard rows.count == 1, let userID = rows[row: 0, column: "user_id"], let sub = rows[row: 0, column: "google_sub"] else {
             return Self.unauthorized
         }
-        let email = rows[row: 0, column: "email"]
-        var headers = [("X-User-Id", userID), ("X-User-Sub", sub)]
+        // An unverified address is anyone's to type in: it never reaches the application as an identity.
+        let emailVerified = rows[row: 0, column: "email_verified"] == "t"
+        let email = emailVerified ? rows[row: 0, column: "email"] : nil
+        var headers = [("X-User-Id", userID), ("X-User-Sub", sub), ("X-User-Email-Verified", emailVerified ? "true" : "false")]
         if let email { headers.append(("X-User-Email", email)) }
         return .json(.object([
             ("user_id", .int(Int64(userID) ?? 0)), ("sub", .string(sub)), ("email", .string(email)),
+            ("email_verified", .bool(emailVerified)),
             ("session_id", .int(Int64(rows[row: 0, column: "session_id"] ?? "") ?? 0)),
         ]), headers: headers)
     }

@@ -35,7 +35,7 @@ public struct OperatorCommands {
                 let rows = try connection.query(OperatorQueries.listUserSessions, [value, Application.interval(idleTTL)])
                 out("id\tcreated_at\tlast_seen_at\texpires_at\tstate\tip\tclient_id\tuser_agent")
                 for row in 0..<rows.count {
-                    out((0..<8).map { rows[row, $0] ?? "-" }.joined(separator: "\t"))
+                    out((0..<8).map { Self.printable(rows[row, $0] ?? "-") }.joined(separator: "\t"))
                 }
                 return 0
             }
@@ -104,6 +104,20 @@ public struct OperatorCommands {
             out("pruned \(sessions) session(s) and \(signIns) sign-in audit row(s)")
             return 0
         }
+    }
+
+    /// A value safe to print on an operator's terminal: control characters (a User-Agent may carry escape
+    /// sequences) are shown as `\u{..}`.
+    static func printable(_ value: String) -> String {
+        var out = ""
+        for scalar in value.unicodeScalars {
+            if scalar.value < 0x20 || (0x7f...0x9f).contains(scalar.value) {
+                out += "\\u{\(String(scalar.value, radix: 16))}"
+            } else {
+                out.unicodeScalars.append(scalar)
+            }
+        }
+        return out
     }
 
     private func usage(_ text: String) -> Int32 {

@@ -119,10 +119,14 @@ public struct OriginCheck: Sendable {
     /// site origin; refused otherwise, so another site cannot post its own ID token from a victim's browser
     /// and sign the victim into the attacker's account. Not for `.webForm`, which Google posts cross-site
     /// and the `g_csrf_token` cookie protects.
-    public func decideTokenPost(origin: String?) -> Decision {
+    public func decideTokenPost(origin: String?, webForm: Bool = false) -> Decision {
         guard let origin else { return .allowed }
+        if webForm, Origin(parsing: origin) == Self.google { return .allowed }
         return decide(origin: origin, secFetchSite: nil)
     }
+
+    /// Sign in with Google's redirect mode posts the web form from Google's own page.
+    static let google = Origin(parsing: "https://accounts.google.com")!
 
     /// `decide(origin:secFetchSite:) == .allowed`.
     public func allows(origin: String?, secFetchSite: String?) -> Bool {

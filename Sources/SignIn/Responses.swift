@@ -68,7 +68,8 @@ public struct HTTPReply: Sendable {
         }
     }
 
-    static let jsonHeaders = [("Content-Type", "application/json"), ("Cache-Control", "no-store")]
+    static let jsonHeaders = [("Content-Type", "application/json"), ("Cache-Control", "no-store"),
+                              ("X-Content-Type-Options", "nosniff")]
 }
 
 /// The `error` codes of JSON error bodies, each with its status (docs/http.md).

@@ -22,6 +22,9 @@ public final class Connection {
         ("keepalives_count", "3"),
         ("tcp_user_timeout", "30000"),  // ms a write may stay unacknowledged before the connection is dead
         ("fallback_application_name", "tokensignin"),
+        // A request never waits on a lock or a runaway query for long: a DBA's open transaction holding a
+        // user's row must not pin every worker. The conninfo's own `options` wins; migrations lift both.
+        ("options", "-c statement_timeout=5000 -c lock_timeout=2000"),
     ]
 
     /// Connects with a libpq connection string (`host=... dbname=...` or `postgresql://...`); "" uses

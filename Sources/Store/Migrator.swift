@@ -95,6 +95,8 @@ public struct Migrator: Sendable {
                     return false
                 }
                 do throws(StoreError) {
+                    // A migration may rewrite a big table: no per-statement limit inside its transaction.
+                    try c.run(script: "SET LOCAL statement_timeout = 0; SET LOCAL lock_timeout = 0")
                     try c.run(script: migration.sql)
                 } catch {
                     throw StoreError(error.code == .connectionLost ? error.code : .badMigration,

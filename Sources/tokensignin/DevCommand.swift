@@ -49,7 +49,7 @@ private func devKeygen(_ args: ArraySlice<String>) throws(UsageError) -> Int32 {
 }
 
 private func devToken(_ args: ArraySlice<String>) throws(UsageError) -> Int32 {
-    let options = try ParsedArguments(args, flags: ["--key", "--kid", "--aud", "--sub", "--email", "--name", "--hd",
+    let options = try ParsedArguments(args, flags: ["--key", "--kid", "--aud", "--sub", "--email", "--email-verified", "--name", "--hd",
                                                     "--iat", "--ttl", "--count"])
     guard options.positionals.isEmpty else { throw UsageError(message: "unexpected argument") }
     guard let keyPath = try options.single("--key"), let kid = try options.single("--kid"),
@@ -73,7 +73,14 @@ private func devToken(_ args: ArraySlice<String>) throws(UsageError) -> Int32 {
         "iss": "https://accounts.google.com", "aud": .string(aud), "azp": .string(aud),
         "iat": .integer(iat), "exp": .integer(iat + ttl),
     ]
-    if let email = try options.single("--email") { claims["email"] = .string(email); claims["email_verified"] = true }
+    if let email = try options.single("--email") {
+        claims["email"] = .string(email)
+        switch try options.single("--email-verified") ?? "true" {
+        case "true": claims["email_verified"] = true
+        case "false": claims["email_verified"] = false
+        default: throw UsageError(message: "--email-verified is true or false")
+        }
+    }
     if let name = try options.single("--name") { claims["name"] = .string(name) }
     if let hd = try options.single("--hd") { claims["hd"] = .string(hd) }
     // With --count, users are distinct: sub-1 ... sub-N.

@@ -12,7 +12,7 @@ let usage = """
            tokensignin verify [--client-id ID]... [--jwks FILE | --jwks-url URL] [--now UNIX_SECONDS]
                               [--clock-skew SECONDS] [--hosted-domain DOMAIN]... TOKEN|-
            tokensignin dev keygen --out DIR [--kind rsa|p256]
-           tokensignin dev token --key PEM --kid KID --aud CLIENT_ID --sub SUB [--email E] [--name N] [--hd D]
+           tokensignin dev token --key PEM --kid KID --aud CLIENT_ID --sub SUB [--email E [--email-verified false]] [--name N] [--hd D]
                                  [--iat UNIX] [--ttl SECONDS] [--count N]
            tokensignin dev sql NAME
     """

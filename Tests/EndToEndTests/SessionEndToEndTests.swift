@@ -30,9 +30,30 @@ import Testing
             #expect(answer.header("X-User-Id") == userID)
             #expect(answer.header("X-User-Sub") == "210000000000000000001")
             #expect(answer.header("X-User-Email") == "grace@example.com")
+            #expect(answer.header("X-User-Email-Verified") == "true")
             #expect(answer.headers("Set-Cookie").isEmpty, "the check never sets cookies")
             #expect(answer.json["sub"] as? String == "210000000000000000001")
         }
+    }
+
+    @Test func anUnverifiedEmailNeverReachesTheApplication() throws {
+        let answer = try stack.signIn(try stack.token(sub: "210000000000000000020", email: "victim@example.com", emailVerified: false))
+        let token = try #require((answer.json["session"] as? [String: Any])?["token"] as? String)
+        let check = try check(bearer: token)
+        #expect(check.status == 200)
+        #expect(check.header("X-User-Email") == nil)
+        #expect(check.header("X-User-Email-Verified") == "false")
+        let app = try stack.request("GET", "/app/x", headers: ["Authorization": "Bearer \(token)"])
+        #expect(app.body.contains("sub=210000000000000000020 email= verified=false"), "\(app.body)")
+        let spoofed = try stack.request("GET", "/app/x", headers: ["Authorization": "Bearer \(token)", "X-User-Email": "victim@example.com"])
+        #expect(spoofed.body.contains("email= verified=false"), "a client cannot add the header itself: \(spoofed.body)")
+    }
+
+    @Test func nonBearerAuthorizationFallsBackToTheCookie() throws {
+        let (token, _) = try signedIn("210000000000000000021")
+        let answer = try stack.request("GET", "/auth/session",
+                                       headers: ["Authorization": "Basic c3RhZ2luZzpzZWNyZXQ=", "Cookie": "__Host-tokensignin=\(token)"])
+        #expect(answer.status == 200, "\(answer)")
     }
 
     @Test func missingUnknownForgedOrTruncatedSessionsAreUnauthorized() throws {

@@ -89,6 +89,30 @@ private func sha256Hex(_ stack: Stack, _ text: String) throws -> String {
         #expect(try stack.count("signin.users WHERE google_sub = '110000000000000000005'") == 1)
     }
 
+    @Test(arguments: ["https://accounts.google.com", "https://127.0.0.1:PORT"])
+    func webFormFromGoogleOrTheSiteIsAccepted(origin: String) throws {
+        let answer = try stack.request("POST", "/tokensignin", headers: [
+            "Content-Type": "application/x-www-form-urlencoded", "Cookie": "g_csrf_token=c1",
+            "Origin": origin.replacingOccurrences(of: "PORT", with: String(stack.port)),
+        ], body: "credential=\(try stack.token(sub: "110000000000000000008"))&g_csrf_token=c1")
+        #expect(answer.status == 303, "\(answer)")
+    }
+
+    @Test func tokenPostsFromAnotherSiteAreRefused() throws {
+        // Login CSRF: a page elsewhere posting the attacker's own token, as JSON or as either form.
+        let token = try stack.token(sub: "110000000000000000009")
+        for (type, body, cookie) in [("application/json", #"{"idToken":"\#(token)"}"#, ""),
+                                     ("application/x-www-form-urlencoded", "idtoken=\(token)", ""),
+                                     ("application/x-www-form-urlencoded", "credential=\(token)&g_csrf_token=c1", "g_csrf_token=c1")] {
+            var headers = ["Content-Type": type, "Origin": "https://evil.example"]
+            if !cookie.isEmpty { headers["Cookie"] = cookie }
+            let answer = try stack.request("POST", "/tokensignin", headers: headers, body: body)
+            #expect(answer.status == 403, "\(type): \(answer)")
+            #expect(answer.errorCode == "csrf_check_failed")
+        }
+        #expect(try stack.count("signin.users WHERE google_sub = '110000000000000000009'") == 0)
+    }
+
     @Test func otherConfiguredClientIDIsAcceptedAndRecorded() throws {
         let answer = try stack.signIn(try stack.token(sub: "110000000000000000006", aud: stack.otherClientID))
         #expect(answer.status == 200, "\(answer)")

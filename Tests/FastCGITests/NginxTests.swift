@@ -31,6 +31,30 @@ import Testing
         #expect(!request.bodyTooLarge)
     }
 
+    @Test func aFastcgiParamOverridingAStockOneWins() throws {
+        // nginx sends both values: the stock one from fastcgi_params, then the override.
+        let dir = try TempDir()
+        let recorder = Recorder()
+        let running = RunningServer(try Server(listen: .unix(dir.file("s")), workers: 1, maxBodyBytes: 4096),
+                                    handler: recordingHandler(recorder))
+        defer { running.stop() }
+        let nginx = try NginxFixture(fastcgiPass: "unix:" + dir.file("s"), locations: """
+            location / {
+                include /etc/nginx/fastcgi_params;
+                fastcgi_param CONTENT_LENGTH "";
+                fastcgi_param HTTP_PROXY "";
+                fastcgi_pass_request_body off;
+                fastcgi_pass {{FASTCGI_PASS}};
+            }
+            """)
+        let response = try nginx.request("POST", "/x", headers: [("Proxy", "http://evil.example")], body: Array("abc".utf8))
+        #expect(response.status == 200)
+        let request = try #require(recorder.requests.first)
+        #expect(request.params["CONTENT_LENGTH"] == "")
+        #expect(request.params["HTTP_PROXY"] == nil, "httpoxy: the client's Proxy header never reaches the responder")
+        #expect(request.body.isEmpty)
+    }
+
     @Test func emptyPostBodyArrivesEmpty() throws {
         let dir = try TempDir()
         let recorder = Recorder()

@@ -79,6 +79,22 @@ private let check = OriginCheck(siteOrigins: [Origin(parsing: "https://example.c
         #expect((check.decideTokenPost(origin: origin) == .allowed) == allowed)
     }
 
+    /// (Origin header, allowed): the web form is also posted by Google's own page, and by no other site.
+    @Test(arguments: [
+        (nil, true),
+        ("https://accounts.google.com", true),
+        ("https://example.com", true),
+        ("https://evil.example", false),
+        ("https://accounts.google.com.evil.example", false),
+        ("http://accounts.google.com", false),
+    ] as [(String?, Bool)])
+    func webFormPostIsAllowedFromGoogleAndSiteOrigins(origin: String?, allowed: Bool) {
+        #expect((check.decideTokenPost(origin: origin, webForm: true) == .allowed) == allowed)
+        if origin == "https://accounts.google.com" {
+            #expect(check.decideTokenPost(origin: origin) != .allowed, "Google's origin is for the web form only")
+        }
+    }
+
     @Test func noSiteOriginsAllowsOnlySameOriginFetches() {
         let empty = OriginCheck(siteOrigins: [])
         #expect(!empty.allows(origin: "https://example.com", secFetchSite: nil))

@@ -52,7 +52,8 @@ private func text(_ reply: HTTPReply) -> String { String(decoding: reply.body, a
     @Test func jsonReplyKeepsExtraHeadersAfterTheStandardOnes() {
         let reply = HTTPReply.json(.object([("ok", .bool(true))]), headers: [("Set-Cookie", "a=1"), ("Set-Cookie", "b=2")])
         #expect(reply.status == 200)
-        #expect(reply.headers.map(\.0) == ["Content-Type", "Cache-Control", "Set-Cookie", "Set-Cookie"])
+        #expect(reply.headers.map(\.0) == ["Content-Type", "Cache-Control", "X-Content-Type-Options", "Set-Cookie", "Set-Cookie"])
+        #expect(reply.header("X-Content-Type-Options") == "nosniff")
         #expect(text(reply) == "{\"ok\":true}\n")
     }
 
@@ -118,5 +119,17 @@ private func text(_ reply: HTTPReply) -> String { String(decoding: reply.body, a
     ] as [(Int64, String)])
     func rfc3339FormatsKnownInstants(seconds: Int64, expected: String) {
         #expect(RFC3339.format(unixSeconds: seconds) == expected)
+    }
+}
+
+@Suite struct OperatorOutputTests {
+    @Test(arguments: [
+        ("Mozilla/5.0", "Mozilla/5.0"),
+        ("evil\u{1b}]0;title\u{07}", "evil\\u{1b}]0;title\\u{7}"),
+        ("tab\there", "tab\\u{9}here"),
+        ("ünïcode ✓", "ünïcode ✓"),
+    ])
+    func controlCharactersAreShownNotSentToTheTerminal(raw: String, shown: String) {
+        #expect(OperatorCommands.printable(raw) == shown)
     }
 }
