@@ -27,7 +27,9 @@ build: deps ## build the tokensignin binary (release)
 
 test: deps ## unit and end-to-end tests (private PostgreSQL and nginx, nothing system-wide)
 	$(SWIFT) build --build-tests
-	scripts/with-test-db $(SWIFT) test --skip-build
+	@mkdir -p .build; set -o pipefail; \
+	scripts/with-test-db $(SWIFT) test --skip-build 2>&1 | tee .build/test.log; status=$$?; \
+	scripts/test-summary .build/test.log; exit $$status
 
 run: build ## run it all locally (PostgreSQL, responder, nginx on https://127.0.0.1:8443) and show a sign-in
 	scripts/local-run start
