@@ -47,30 +47,40 @@ public enum Base64URL {
     static func decode(bytes input: UnsafeRawBufferPointer) -> [UInt8]? {
         let n = input.count
         if n % 4 == 1 { return nil }
-        var out = [UInt8]()
-        out.reserveCapacity(n * 3 / 4)
-        return reverse.withUnsafeBufferPointer { table -> [UInt8]? in
-            var i = 0
-            while i + 4 <= n {
-                let a = table[Int(input[i])], b = table[Int(input[i + 1])]
-                let c = table[Int(input[i + 2])], d = table[Int(input[i + 3])]
-                if (a | b | c | d) & 0xC0 != 0 { return nil }
-                let v = UInt32(a) << 18 | UInt32(b) << 12 | UInt32(c) << 6 | UInt32(d)
-                out.append(UInt8(v >> 16 & 0xFF)); out.append(UInt8(v >> 8 & 0xFF)); out.append(UInt8(v & 0xFF))
-                i += 4
+        let capacity = n / 4 * 3 + max(0, n % 4 - 1)
+        var valid = true
+        // Written straight into the array's storage: no per-byte append and capacity check.
+        let out = [UInt8](unsafeUninitializedCapacity: capacity) { out, initialized in
+            initialized = 0
+            valid = reverse.withUnsafeBufferPointer { table -> Bool in
+                var i = 0, o = 0
+                while i + 4 <= n {
+                    let a = table[Int(input[i])], b = table[Int(input[i + 1])]
+                    let c = table[Int(input[i + 2])], d = table[Int(input[i + 3])]
+                    if (a | b | c | d) & 0xC0 != 0 { return false }
+                    let v = UInt32(a) << 18 | UInt32(b) << 12 | UInt32(c) << 6 | UInt32(d)
+                    out[o] = UInt8(truncatingIfNeeded: v >> 16)
+                    out[o + 1] = UInt8(truncatingIfNeeded: v >> 8)
+                    out[o + 2] = UInt8(truncatingIfNeeded: v)
+                    i += 4; o += 3
+                }
+                let rest = n - i
+                if rest == 2 {
+                    let a = table[Int(input[i])], b = table[Int(input[i + 1])]
+                    if (a | b) & 0xC0 != 0 || b & 0x0F != 0 { return false }
+                    out[o] = a << 2 | b >> 4
+                    o += 1
+                } else if rest == 3 {
+                    let a = table[Int(input[i])], b = table[Int(input[i + 1])], c = table[Int(input[i + 2])]
+                    if (a | b | c) & 0xC0 != 0 || c & 0x03 != 0 { return false }
+                    out[o] = a << 2 | b >> 4
+                    out[o + 1] = (b & 0x0F) << 4 | c >> 2
+                    o += 2
+                }
+                return true
             }
-            let rest = n - i
-            if rest == 2 {
-                let a = table[Int(input[i])], b = table[Int(input[i + 1])]
-                if (a | b) & 0xC0 != 0 || b & 0x0F != 0 { return nil }
-                out.append(a << 2 | b >> 4)
-            } else if rest == 3 {
-                let a = table[Int(input[i])], b = table[Int(input[i + 1])], c = table[Int(input[i + 2])]
-                if (a | b | c) & 0xC0 != 0 || c & 0x03 != 0 { return nil }
-                out.append(a << 2 | b >> 4)
-                out.append((b & 0x0F) << 4 | c >> 2)
-            }
-            return out
+            if valid { initialized = capacity }
         }
+        return valid ? out : nil
     }
 }

@@ -21,9 +21,16 @@ enum JSONPrecheck {
         var stringHasEscape = false
         var expectName = false          // at depth 1, the next string is a member name
         var names: [(start: Int, end: Int, escaped: Bool)] = []
+        names.reserveCapacity(24)
         var currentIsName = false
         var closedTop = false
         while i < n {
+            if inString && !escaped {
+                // Skip plain string content in a tight loop (most of a token's bytes are inside strings).
+                while i + 8 <= n, !hasQuoteOrBackslash(bytes.loadUnaligned(fromByteOffset: i, as: UInt64.self)) { i += 8 }
+                while i < n, bytes[i] != UInt8(ascii: "\""), bytes[i] != UInt8(ascii: "\\") { i += 1 }
+                if i == n { break }
+            }
             let c = bytes[i]
             if inString {
                 if escaped { escaped = false }
@@ -61,6 +68,14 @@ enum JSONPrecheck {
             i += 1
         }
         return (inString || depth != 0) ? .malformed : nil
+    }
+
+    /// True when one of the eight bytes of `word` is `"` or `\` (exact SWAR zero-byte tests).
+    @inline(__always)
+    private static func hasQuoteOrBackslash(_ word: UInt64) -> Bool {
+        let low7 = 0x7F7F_7F7F_7F7F_7F7F as UInt64
+        func hasZero(_ x: UInt64) -> Bool { ~(((x & low7) &+ low7) | x | low7) != 0 }
+        return hasZero(word ^ 0x2222_2222_2222_2222) || hasZero(word ^ 0x5C5C_5C5C_5C5C_5C5C)
     }
 
     private static func isSpace(_ c: UInt8) -> Bool {

@@ -25,10 +25,19 @@ public enum JWS {
         guard bytes.count <= maxTokenBytes else { return .failure(IDTokenError(.tokenTooLarge, "\(bytes.count) bytes")) }
         // Exactly two dots.
         var firstDot = -1, secondDot = -1
-        for i in 0..<bytes.count where bytes[i] == UInt8(ascii: ".") {
-            if firstDot < 0 { firstDot = i } else if secondDot < 0 { secondDot = i } else {
-                return .failure(IDTokenError(.malformed, "more than three segments"))
+        var i = 0
+        while i < bytes.count {
+            // Eight bytes at a time while none of them is a dot (the segments are long base64url runs).
+            if i + 8 <= bytes.count && !containsDot(bytes.loadUnaligned(fromByteOffset: i, as: UInt64.self)) {
+                i += 8
+                continue
             }
+            if bytes[i] == UInt8(ascii: ".") {
+                if firstDot < 0 { firstDot = i } else if secondDot < 0 { secondDot = i } else {
+                    return .failure(IDTokenError(.malformed, "more than three segments"))
+                }
+            }
+            i += 1
         }
         guard secondDot > 0 else { return .failure(IDTokenError(.malformed, "fewer than three segments")) }
         let headerPart = UnsafeRawBufferPointer(rebasing: bytes[0..<firstDot])
@@ -77,6 +86,14 @@ public enum JWS {
         guard ok else { return .failure(IDTokenError(.badSignature, "")) }
         return .success(VerifiedJWS(algorithm: algorithm, keyID: kid, payload: payload))
     }
+}
+
+/// True when one of the eight bytes of `word` is `.` (the exact SWAR zero-byte test on `word ^ "........"`).
+@inline(__always)
+private func containsDot(_ word: UInt64) -> Bool {
+    let x = word ^ 0x2E2E_2E2E_2E2E_2E2E
+    let low7 = 0x7F7F_7F7F_7F7F_7F7F as UInt64
+    return ~(((x & low7) &+ low7) | x | low7) != 0
 }
 
 /// The protected header members this verifier looks at.
@@ -129,12 +146,22 @@ enum JSONObject {
     private static let decoder = JSONDecoder()
 
     static func decode<T: Decodable>(_ type: T.Type, from bytes: [UInt8]) -> Result<T, Failure> {
-        guard String(validating: bytes, as: UTF8.self) != nil else { return .failure(.notUTF8) }
-        if let failure = bytes.withUnsafeBytes({ JSONPrecheck.check($0) }) { return .failure(.precheck(failure)) }
-        do {
-            return .success(try decoder.decode(T.self, from: Data(bytes)))
-        } catch {
-            return .failure(.decoding(error))
+        decodeKeepingText(type, from: bytes).map(\.value)
+    }
+
+    /// Like `decode`, also returning the validated text (so callers need not validate and copy it again).
+    static func decodeKeepingText<T: Decodable>(_ type: T.Type, from bytes: [UInt8]) -> Result<(value: T, text: String), Failure> {
+        guard let text = String(validating: bytes, as: UTF8.self) else { return .failure(.notUTF8) }
+        return bytes.withUnsafeBytes { raw in
+            if let failure = JSONPrecheck.check(raw) { return .failure(.precheck(failure)) }
+            guard let base = raw.baseAddress else { return .failure(.precheck(.notObject)) }   // unreachable: the precheck refuses empty input
+            do {
+                // A view of `bytes` without copying; JSONDecoder copies what it decodes and keeps no reference.
+                let data = Data(bytesNoCopy: UnsafeMutableRawPointer(mutating: base), count: raw.count, deallocator: .none)
+                return .success((try decoder.decode(T.self, from: data), text))
+            } catch {
+                return .failure(.decoding(error))
+            }
         }
     }
 }

@@ -25,7 +25,7 @@ final class PublicKey: @unchecked Sendable {
 
     deinit {
         contexts.withLock { pool in
-            for c in pool { EVP_PKEY_CTX_free(c.ctx) }
+            for c in pool { c.free() }
             pool.removeAll()
         }
         EVP_PKEY_free(pkey)
@@ -128,15 +128,16 @@ final class PublicKey: @unchecked Sendable {
     }
 
     private func digestVerify(_ signature: UnsafeRawBufferPointer, _ message: UnsafeRawBufferPointer) -> Bool {
-        var digest = [UInt8](repeating: 0, count: 32)
-        let hashed = digest.withUnsafeMutableBufferPointer { d in
-            SHA256(message.baseAddress?.assumingMemoryBound(to: UInt8.self), message.count, d.baseAddress)
-        }
-        guard hashed != nil else { return false }
         guard let context = takeContext() else { return false }
-        let result = digest.withUnsafeBufferPointer { d in
-            EVP_PKEY_verify(context.ctx, signature.baseAddress?.assumingMemoryBound(to: UInt8.self), signature.count,
-                            d.baseAddress, d.count)
+        // SHA-256 into a stack buffer with the context's own EVP_MD_CTX (re-initialising a context that already
+        // holds the pre-fetched SHA-256 is a cheap reset; the one-shot SHA256() fetches the digest on every call).
+        let result = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: Int(EVP_MAX_MD_SIZE)) { d -> Int32 in
+            var length: UInt32 = 0
+            guard EVP_DigestInit_ex2(context.md, SHA256Algorithm.md, nil) == 1,
+                  EVP_DigestUpdate(context.md, message.baseAddress, message.count) == 1,
+                  EVP_DigestFinal_ex(context.md, d.baseAddress, &length) == 1, length == 32 else { return -1 }
+            return EVP_PKEY_verify(context.ctx, signature.baseAddress?.assumingMemoryBound(to: UInt8.self), signature.count,
+                                   d.baseAddress, Int(length))
         }
         if result != 1 { ERR_clear_error() }
         returnContext(context)
@@ -150,16 +151,21 @@ final class PublicKey: @unchecked Sendable {
 
     private func takeContext() -> VerifyContext? {
         if let pooled = contexts.withLock({ $0.popLast() }) { return pooled }
-        guard let ctx = EVP_PKEY_CTX_new_from_pkey(nil, pkey, nil) else { return nil }
+        guard let md = EVP_MD_CTX_new() else { return nil }
+        guard let ctx = EVP_PKEY_CTX_new_from_pkey(nil, pkey, nil) else {
+            EVP_MD_CTX_free(md)
+            return nil
+        }
         var ok = EVP_PKEY_verify_init(ctx) == 1
         if ok && algorithm == .rs256 { ok = EVP_PKEY_CTX_set_rsa_padding(ctx, RSA_PKCS1_PADDING) == 1 }
         if ok { ok = EVP_PKEY_CTX_set_signature_md(ctx, SHA256Algorithm.md) == 1 }
         guard ok else {
             ERR_clear_error()
             EVP_PKEY_CTX_free(ctx)
+            EVP_MD_CTX_free(md)
             return nil
         }
-        return VerifyContext(ctx: ctx)
+        return VerifyContext(ctx: ctx, md: md)
     }
 
     private func returnContext(_ context: VerifyContext) {
@@ -168,14 +174,20 @@ final class PublicKey: @unchecked Sendable {
             pool.append(context)
             return true
         }
-        if !kept { EVP_PKEY_CTX_free(context.ctx) }
+        if !kept { context.free() }
     }
 }
 
-/// An EVP_PKEY_CTX initialised for verification with one key.
+/// An EVP_PKEY_CTX initialised for verification with one key, and an EVP_MD_CTX for hashing the signed input.
 // SAFETY: a context is owned by exactly one thread between takeContext and returnContext; the pool hands it over under a Mutex.
 struct VerifyContext: @unchecked Sendable {
     let ctx: OpaquePointer
+    let md: OpaquePointer
+
+    func free() {
+        EVP_PKEY_CTX_free(ctx)
+        EVP_MD_CTX_free(md)
+    }
 }
 
 /// Detection of RSA moduli from Infineon's flawed generator (ROCA, CVE-2017-15361): such a modulus is,

@@ -56,9 +56,9 @@ public struct Verifier: Sendable {
 
     /// The claim rules on an already signature-checked payload.
     func checkClaims(payload: [UInt8], keyID: String, now: Int64) -> Result<VerifiedToken, IDTokenError> {
-        let claims: Claims
-        switch JSONObject.decode(Claims.self, from: payload) {
-        case .success(let c): claims = c
+        let claims: Claims, claimsJSON: String
+        switch JSONObject.decodeKeepingText(Claims.self, from: payload) {
+        case .success(let decoded): (claims, claimsJSON) = decoded
         case .failure(.decoding(let error as ClaimTypeError)):
             return .failure(IDTokenError(.badClaimType, "claim \(error.claim)"))
         case .failure(let f):
@@ -67,7 +67,7 @@ public struct Verifier: Sendable {
         guard let iss = claims.iss else { return .failure(IDTokenError(.missingClaim, "iss")) }
         guard Policy.googleIssuers.contains(iss) else { return .failure(IDTokenError(.badIssuer, "")) }
         guard let aud = claims.aud else { return .failure(IDTokenError(.missingClaim, "aud")) }
-        guard !aud.isEmpty, aud.allSatisfy({ a in policy.clientIDs.contains(where: { $0.utf8.elementsEqual(a.utf8) }) }) else {
+        guard !aud.isEmpty, aud.allSatisfy({ a in policy.clientIDs.contains(where: { sameBytes($0, a) }) }) else {
             return .failure(IDTokenError(.badAudience, ""))
         }
         guard let exp = claims.exp else { return .failure(IDTokenError(.missingClaim, "exp")) }
@@ -90,8 +90,14 @@ public struct Verifier: Sendable {
             email: claims.email, emailVerified: claims.emailVerified ?? false, name: claims.name,
             givenName: claims.givenName, familyName: claims.familyName, picture: claims.picture,
             locale: claims.locale, hostedDomain: claims.hd,
-            claimsJSON: String(decoding: payload, as: UTF8.self)))
+            claimsJSON: claimsJSON))
     }
+}
+
+/// Byte-for-byte UTF-8 equality (String's `==` compares canonical equivalence, which the audience rule must not).
+func sameBytes(_ a: String, _ b: String) -> Bool {
+    var a = a, b = b
+    return a.withUTF8 { x in b.withUTF8 { y in x.count == y.count && x.elementsEqual(y) } }
 }
 
 /// A claim present with the wrong JSON type (for example `exp` as a string).
