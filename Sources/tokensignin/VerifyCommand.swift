@@ -21,6 +21,8 @@ func verifyCommand(_ args: ArraySlice<String>) -> Int32 {
         if domains.isEmpty, let env = environment("TOKENSIGNIN_HOSTED_DOMAINS") {
             domains = env.split(separator: ",").map { trimmed($0) }.filter { !$0.isEmpty }
         }
+        // As `serve` does: domains are configured case-insensitively; Google sends `hd` in lower case.
+        domains = domains.map { $0.lowercased() }
         var skew: Int64 = 60
         if let s = try options.integer("--clock-skew") {
             skew = s
