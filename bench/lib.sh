@@ -119,7 +119,7 @@ cpu_snapshot() {
     ng=$(cat "$dir/nginx/nginx.pid"); ts=$(cat "$dir/tokensignin.pid")
     pm=$(head -n 1 "$(readlink -f "$dir/pg/data")/postmaster.pid")
     for f in /proc/[0-9]*/stat; do
-        read -r line <"$f" 2>/dev/null || continue
+        { read -r line <"$f"; } 2>/dev/null || continue   # processes come and go
         local pid=${line%% *}
         rest=${line##*) }
         # shellcheck disable=SC2086
