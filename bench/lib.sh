@@ -1,5 +1,10 @@
 # Shared set-up of the benchmarks: a release build, a private PostgreSQL cluster, the responder and nginx,
 # all under .build/bench (nothing system-wide). Sourced by bench/signin and bench/session.
+#   BENCH_SECONDS (10)      length of each measured run
+#   BENCH_CONNECTIONS (16)  wrk connections and pgbench clients (the same number on both sides)
+#   BENCH_WORKERS           TOKENSIGNIN_WORKERS of the responder (default: BENCH_CONNECTIONS)
+#   BENCH_NGINX_WORKERS (1) nginx worker_processes
+#   BENCH_PGPORT (55442)  BENCH_PORT (18443)
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 dir="$here/.build/bench"
@@ -8,47 +13,155 @@ pgport=${BENCH_PGPORT:-55442}
 port=${BENCH_PORT:-18443}
 duration=${BENCH_SECONDS:-10}
 connections=${BENCH_CONNECTIONS:-16}
+workers=${BENCH_WORKERS:-$connections}
+nginx_workers=${BENCH_NGINX_WORKERS:-1}
 client_id="bench.apps.googleusercontent.com"
 
 bench_start() {
     (cd "$here" && make -s deps && swift build -c release --product tokensignin >/dev/null)
-    "$here/scripts/nginx-local" stop "$dir/nginx" || true
-    [ -f "$dir/tokensignin.pid" ] && kill "$(cat "$dir/tokensignin.pid")" 2>/dev/null || true
-    "$here/scripts/pgcluster" stop "$dir/pg" "$pgport" || true
-    rm -rf "$dir"; mkdir -p "$dir"
+    bench_stop
+    rm -rf "$dir"; mkdir -p "$dir/secret"
+    chmod 700 "$dir/secret"   # ID tokens and session tokens live here during the run, never printed
+    trap bench_stop EXIT
     "$here/scripts/pgcluster" start "$dir/pg" "$pgport"
     eval "$("$here/scripts/pgcluster" env "$dir/pg" "$pgport")"
     (cd "$here" && "$bin" migrate >/dev/null)
     "$bin" dev keygen --out "$dir/keys" >/dev/null
     export TOKENSIGNIN_CLIENT_IDS="$client_id" TOKENSIGNIN_JWKS_FILE="$dir/keys/dev-jwks.json"
-    export TOKENSIGNIN_LISTEN="$dir/fcgi.sock" TOKENSIGNIN_WORKERS=${BENCH_WORKERS:-$connections}
+    export TOKENSIGNIN_LISTEN="$dir/fcgi.sock" TOKENSIGNIN_WORKERS=$workers
     export TOKENSIGNIN_SITE_ORIGINS="https://127.0.0.1:$port"
     "$bin" serve >>"$dir/tokensignin.log" 2>&1 &
     echo $! >"$dir/tokensignin.pid"
     for _ in $(seq 100); do [ -S "$TOKENSIGNIN_LISTEN" ] && break; sleep 0.1; done
-    NGINX_RATE_LIMIT=off "$here/scripts/nginx-local" start "$dir/nginx" "$port" "$TOKENSIGNIN_LISTEN"
-    trap bench_stop EXIT
+    [ -S "$TOKENSIGNIN_LISTEN" ] || { tail -n 20 "$dir/tokensignin.log" >&2; exit 1; }
+    NGINX_RATE_LIMIT=off NGINX_WORKER_PROCESSES=$nginx_workers \
+        "$here/scripts/nginx-local" start "$dir/nginx" "$port" "$TOKENSIGNIN_LISTEN"
 }
 
+# Stops what bench_start started (only the processes recorded under $dir), and removes the secrets.
 bench_stop() {
+    [ -d "$dir" ] || return 0
     "$here/scripts/nginx-local" stop "$dir/nginx" || true
-    [ -f "$dir/tokensignin.pid" ] && kill "$(cat "$dir/tokensignin.pid")" 2>/dev/null || true
+    if [ -f "$dir/tokensignin.pid" ]; then
+        local pid; pid=$(cat "$dir/tokensignin.pid")
+        kill "$pid" 2>/dev/null || true
+        for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+        rm -f "$dir/tokensignin.pid"
+    fi
     "$here/scripts/pgcluster" stop "$dir/pg" "$pgport" || true
+    # As root, pgcluster may keep the data in a private folder under /tmp that $dir/pg/data links to.
+    if [ -L "$dir/pg/data" ]; then rm -rf "$(readlink -f "$dir/pg/data")" "$dir/pg/data"; fi
+    # ID tokens and session tokens are secrets, even the benchmark's: they do not outlive the run.
+    rm -rf "$dir/secret"
 }
 
-# Mints $1 distinct users' tokens, one per line, into $2.
+# Mints $1 distinct users' tokens (subs bench-user-1 ... bench-user-$1), one per line, into $2.
 mint_tokens() {
-    "$bin" dev token --key "$dir/keys/dev-signing-key.pem" --kid "$(cat "$dir/keys/kid")" --aud "$client_id" \
+    "$bin" dev token --key "$dir/keys/dev-signing-key.pem" --kid "$(tr -d '\n' <"$dir/keys/kid")" --aud "$client_id" \
         --sub "bench-user" --email "bench@example.com" --ttl 3600 --count "$1" >"$2"
+}
+
+# Writes a pgbench script running the responder's statement $1 (`tokensignin dev sql $1`) with its $n
+# parameters replaced by the sed expressions that follow: pgbench wants one statement on one line, and
+# takes its own `:variables` (sent as parameters with -M prepared). Usage: pgbench_script NAME OUT SED...
+# The first lines of OUT (pgbench meta-commands such as \set) are read from stdin.
+pgbench_script() {
+    local name=$1 out=$2; shift 2
+    cat >"$out"
+    # pgbench knows no string literals: the ':MI' and ':SS' of to_char's format would be read as variables,
+    # so the format is spelled as a concatenation of constants (folded once when the statement is planned).
+    "$bin" dev sql "$name" | sed "$@" | sed -e "s/HH24:MI:SS/HH24' || ':' || 'MI' || ':' || 'SS/g" \
+        | tr '\n' ' ' | sed -e 's/  */ /g' >>"$out"
+    echo ';' >>"$out"
+    if grep -q '\$[0-9]' "$out"; then echo "pgbench script $out still has \$n parameters" >&2; exit 1; fi
+    # Every :variable pgbench will see must be \set above the statement (a stray one would abort the run).
+    local var
+    for var in $(tail -n 1 "$out" | grep -Eo '(^|[^:]):[A-Za-z_][A-Za-z0-9_]*' | sed 's/.*://' | sort -u); do
+        grep -q "^\\\\set $var " "$out" || { echo "pgbench script $out uses :$var without \\set" >&2; exit 1; }
+    done
+}
+
+# Runs pgbench with the script $1 into $2 (same clients as wrk's connections, prepared statements like the
+# responder's). Exits with pgbench's output when it fails or any transaction failed.
+run_pgbench() {
+    pgbench -n -M prepared -c "$connections" -j 2 -T "$duration" -f "$1" >"$2" 2>&1 \
+        || { cat "$2" >&2; exit 1; }
 }
 
 # Prints requests/s, p50 and p99 (ms) of a wrk run: wrk_summary FILE
 wrk_summary() {
-    awk '/Requests\/sec/ {rps=$2}
-         /^ +50%/ {p50=$2} /^ +99%/ {p99=$2}
-         function ms(v) { if (v ~ /us$/) return v/1000; if (v ~ /ms$/) return v+0; if (v ~ /s$/) return v*1000; return v }
-         END {printf "%.0f %.2f %.2f\n", rps, ms(p50), ms(p99)}' "$1"
+    awk 'function ms(v) { if (v ~ /us$/) return v / 1000; if (v ~ /ms$/) return v + 0; if (v ~ /s$/) return v * 1000; return v }
+         /Requests\/sec/ {rps = $2}
+         /^ +50%/ {p50 = ms($2)} /^ +99%/ {p99 = ms($2)}
+         END {printf "%.0f %.2f %.2f\n", rps, p50, p99}' "$1"
+}
+
+# Prints the count of non-2xx answers and socket errors of a wrk run: wrk_errors FILE
+wrk_errors() {
+    awk '/Non-2xx/ {n += $NF} /Socket errors/ {gsub(",", ""); n += $4 + $6 + $8 + $10} END {print n + 0}' "$1"
 }
 
 # Prints pgbench's transactions per second (excluding connection time): pgbench_tps FILE
-pgbench_tps() { awk '/tps = / && /without initial connection time/ {print int($3)} /tps = / && /excluding/ {print int($3)}' "$1" | head -n 1; }
+pgbench_tps() { awk '/^tps = / {print int($3); exit}' "$1"; }
+
+# Prints pgbench's failed transactions (0 when the line is absent): pgbench_failed FILE
+pgbench_failed() { awk '/failed transactions:/ {sub(/.*failed transactions: */, ""); print $1; found = 1} END {if (!found) print 0}' "$1"; }
+
+# ratio A B: A / B with two decimals.
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", (b > 0 ? a / b : 0)}'; }
+
+# CPU time (clock ticks) used so far, one line: client nginx responder postgres busy idle. "client" is what
+# this script's finished children used (wrk, pgbench: take the difference around one command); postgres
+# counts the postmaster, its live backends and the backends it has reaped (pgbench's); busy and idle are
+# the whole machine's, from /proc/stat (other work on the machine shows as busy minus the four).
+cpu_snapshot() {
+    local ng pm ts f line rest client=0 nginx=0 responder=0 postgres=0
+    ng=$(cat "$dir/nginx/nginx.pid"); ts=$(cat "$dir/tokensignin.pid")
+    pm=$(head -n 1 "$(readlink -f "$dir/pg/data")/postmaster.pid")
+    for f in /proc/[0-9]*/stat; do
+        { read -r line <"$f"; } 2>/dev/null || continue   # processes come and go
+        local pid=${line%% *}
+        rest=${line##*) }
+        # shellcheck disable=SC2086
+        set -- $rest   # $2 ppid, $12 utime, $13 stime, $14 cutime, $15 cstime
+        if [ "$pid" = "$$" ]; then client=$(( ${14} + ${15} ))
+        elif [ "$pid" = "$ts" ]; then responder=$(( ${12} + ${13} ))
+        elif [ "$pid" = "$ng" ] || [ "$2" = "$ng" ]; then nginx=$(( nginx + ${12} + ${13} ))
+        elif [ "$pid" = "$pm" ]; then postgres=$(( postgres + ${12} + ${13} + ${14} + ${15} ))
+        elif [ "$2" = "$pm" ]; then postgres=$(( postgres + ${12} + ${13} ))
+        fi
+    done
+    read -r _ u n s i w q sq st _ </proc/stat
+    echo "$client $nginx $responder $postgres $((u + n + s + q + sq + st)) $((i + w))"
+}
+
+# CPU per request (µs) between two snapshots for COUNT requests: cpu_report "BEFORE" "AFTER" COUNT
+cpu_report() {
+    awk -v a="$1" -v b="$2" -v n="$3" -v hz="$(getconf CLK_TCK)" 'BEGIN {
+        split(a, x, " "); split(b, y, " ")
+        for (k = 1; k <= 6; k++) d[k] = (y[k] - x[k]) * 1e6 / hz
+        other = d[5] - d[1] - d[2] - d[3] - d[4]; if (other < 0) other = 0
+        printf "CPU per request: client %.0f us, nginx %.0f us, responder %.0f us, PostgreSQL %.0f us, other processes %.0f us; machine idle %.0f%%\n",
+            d[1] / n, d[2] / n, d[3] / n, d[4] / n, other / n, 100 * d[6] / (d[5] + d[6])
+    }'
+}
+
+# Requests a wrk run completed: wrk_count FILE;  transactions pgbench processed: pgbench_count FILE
+wrk_count() { awk '/requests in/ {print $1}' "$1"; }
+pgbench_count() { awk '/actually processed:/ {print $NF}' "$1"; }
+
+# wrk has no constant-rate mode: paced runs pause BENCH_DELAY_MS (the wrk scripts' delay()) between the
+# requests of each connection. The pause that gives about half of the peak rate $1 is found by a short
+# calibration run: a connection's cycle is pause + latency, so pause = connections / target - latency.
+# Usage: half_rate_delay PEAK_RPS WRK_ARGS... ; prints the pause in ms (one decimal).
+half_rate_delay() {
+    local peak=$1; shift
+    local first; first=$(awk -v c="$connections" -v r="$peak" 'BEGIN {d = c * 1000 / (r / 2); printf "%.1f", (d < 1 ? 1 : d)}')
+    BENCH_DELAY_MS=$first wrk -t2 -c"$connections" -d3s "$@" >"$dir/wrk-calibrate.txt"
+    local got; got=$(awk '/Requests\/sec/ {print $2}' "$dir/wrk-calibrate.txt")
+    awk -v c="$connections" -v peak="$peak" -v d="$first" -v got="$got" 'BEGIN {
+        latency = c * 1000 / got - d          # ms of each cycle that is not the pause
+        pause = c * 1000 / (peak / 2) - latency
+        printf "%.1f", (pause < 1 ? 1 : pause)
+    }'
+}

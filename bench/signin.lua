@@ -20,6 +20,14 @@ function request()
   return wrk.format("POST", "/tokensignin", {["Content-Type"] = "application/json"}, '{"idToken":"' .. token .. '"}')
 end
 
--- Optional pacing for the "half the peak rate" run: BENCH_DELAY_MS between requests of one connection.
+-- Optional pacing for the "half the peak rate" run: BENCH_DELAY_MS (may be fractional) between requests of
+-- one connection. wrk takes whole milliseconds, so a fraction is met on average by rounding up at random.
 local pause = tonumber(os.getenv("BENCH_DELAY_MS") or "0")
-if pause > 0 then function delay() return pause end end
+if pause > 0 then
+  local whole = math.floor(pause)
+  local fraction = pause - whole
+  function delay()
+    if math.random() < fraction then return whole + 1 end
+    return whole
+  end
+end
