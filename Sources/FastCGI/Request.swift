@@ -1,4 +1,7 @@
 // One FastCGI request as the handler sees it: the web server's CGI parameters and the request body.
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// A request from the web server. Parameters are CGI/1.1 variables (nginx's `fastcgi_params`);
 /// bytes that are not UTF-8 are replaced with U+FFFD.
@@ -35,6 +38,15 @@ public struct Request: Sendable {
 
     /// `REMOTE_ADDR`: the client address as nginx saw it; nil when absent or empty.
     public var remoteAddress: String? { nonEmpty("REMOTE_ADDR") }
+
+    /// REMOTE_ADDR when it is an IPv4 or IPv6 address (inet_pton), for an `inet` column; nil otherwise
+    /// (a unix-socket peer such as `unix:`, or anything a misconfigured proxy chain let through).
+    public var remoteIP: String? {
+        guard let address = remoteAddress, address.utf8.count <= 45 else { return nil }
+        var buffer = (UInt64(0), UInt64(0))  // room for an in6_addr
+        let family = address.contains(":") ? AF_INET6 : AF_INET
+        return withUnsafeMutableBytes(of: &buffer) { inet_pton(family, address, $0.baseAddress) } == 1 ? address : nil
+    }
 
     /// An HTTP request header by its HTTP name, case-insensitively: `header("User-Agent")` reads
     /// `HTTP_USER_AGENT`; `Content-Type` and `Content-Length` read the CGI variables without `HTTP_`.

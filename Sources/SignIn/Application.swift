@@ -97,7 +97,7 @@ final class Application: Handler {
         }
 
         let session = SessionToken.generate()
-        let ip = Self.ipAddress(request.remoteAddress)
+        let ip = request.remoteIP
         let userAgent = Self.userAgent(request)
         let rows: Rows
         do {
@@ -146,7 +146,7 @@ final class Application: Handler {
         }
         // Best effort: the audit row must not turn a 401 into a 503.
         _ = try? execute(Queries.signInFailure, [
-            error.code.name, nil, Self.ipAddress(request.remoteAddress), Self.userAgent(request),
+            error.code.name, nil, request.remoteIP, Self.userAgent(request),
         ])
         if error.code == .hostedDomainNotAllowed {
             return .error(.accessDenied, "this account's domain may not sign in")
@@ -295,14 +295,6 @@ final class Application: Handler {
     static func sessionID(_ text: Substring) -> Int64? {
         guard (1...18).contains(text.utf8.count), text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
         return Int64(text)
-    }
-
-    /// REMOTE_ADDR as nginx passes it, if it looks like an IP address (it goes into an `inet` column).
-    static func ipAddress(_ value: String?) -> String? {
-        guard let value, (2...45).contains(value.utf8.count),
-              value.utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) || ($0 >= 0x41 && $0 <= 0x46) || $0 == 0x2e || $0 == 0x3a })
-        else { return nil }
-        return value
     }
 
     /// The User-Agent, capped at 512 bytes.

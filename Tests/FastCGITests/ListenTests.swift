@@ -44,6 +44,15 @@ import Testing
         #expect(Request(params: params).path == path)
     }
 
+    @Test(arguments: [
+        ("192.0.2.7", true), ("2001:db8::1", true), ("::1", true), ("::ffff:192.0.2.7", true),
+        ("unix:", false), (":::", false), ("1.2.3", false), ("192.0.2.256", false), ("example.com", false),
+        ("192.0.2.7 ", false), ("", false),
+    ])
+    func remoteIPIsOnlyAnAddress(value: String, isAddress: Bool) {
+        #expect(Request(params: ["REMOTE_ADDR": value]).remoteIP == (isAddress ? value : nil))
+    }
+
     @Test func absentOrEmptyOptionalParametersAreNil() {
         let request = Request(params: ["CONTENT_TYPE": "", "REMOTE_ADDR": ""])
         #expect(request.contentType == nil)
