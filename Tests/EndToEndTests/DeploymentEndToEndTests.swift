@@ -9,11 +9,13 @@ import TestSupport
         (["TOKENSIGNIN_CLIENT_IDS": "a.apps.googleusercontent.com", "TOKENSIGNIN_WORKERS": "many"], "TOKENSIGNIN_WORKERS"),
         (["TOKENSIGNIN_CLIENT_IDS": "a.apps.googleusercontent.com", "TOKENSIGNIN_SESSION_TTL": "1w"], "TOKENSIGNIN_SESSION_TTL"),
         (["TOKENSIGNIN_CLIENT_IDS": "a.apps.googleusercontent.com", "TOKENSIGNIN_JWKS_FILE": "/nonexistent/jwks.json",
-          "TOKENSIGNIN_LISTEN": "/tmp/tokensignin-startup-test.sock"], "TOKENSIGNIN_JWKS_FILE"),
+          "TOKENSIGNIN_LISTEN": "SOCKET"], "TOKENSIGNIN_JWKS_FILE"),
     ])
     func startUpStopsNamingAMissingOrMalformedSetting(environment: [String: String], setting: String) throws {
+        let socket = NSTemporaryDirectory() + "tokensignin-startup-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).sock"
+        defer { try? FileManager.default.removeItem(atPath: socket) }
         var clean = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("TOKENSIGNIN_") }
-        clean.merge(environment) { $1 }
+        clean.merge(environment.mapValues { $0 == "SOCKET" ? socket : $0 }) { $1 }
         let result = try runProgram(Paths.binary, ["serve"], environment: clean)
         #expect(result.status != 0)
         #expect(result.stderrText.contains(setting), "\(result.stderrText)")

@@ -43,7 +43,7 @@ enum CLI {
 }
 
 /// Needs the tokensignin binary (`swift build --build-tests` builds it); without it every test here fails.
-@Suite struct CommandLineTests {
+@Suite final class CommandLineTests {
     let dir: String
     let kid: String
     let token: String
@@ -54,6 +54,9 @@ enum CLI {
         (dir, kid) = try CLI.keyDirectory()
         token = try CLI.token(dir, kid, extra: ["--email", "user@example.com", "--name", "User One"])
     }
+
+    /// The folder holds a (development) private key: never leave it behind.
+    deinit { try? FileManager.default.removeItem(atPath: dir) }
 
     @Test func validTokenExitsZeroWithClaimsOnStdout() throws {
         let r = try CLI.run(["verify", "--client-id", Fixture.clientID, "--jwks", jwks, "--now", now, token])
