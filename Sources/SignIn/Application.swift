@@ -99,19 +99,14 @@ final class Application: Handler {
         let session = SessionToken.generate()
         let ip = request.remoteIP
         let userAgent = Self.userAgent(request)
-        let rows: Rows
-        do {
-            rows = try execute(Queries.signIn, [
-                verified.subject, verified.email, verified.emailVerified ? "true" : "false", verified.name,
-                verified.givenName, verified.familyName, verified.picture, verified.locale, verified.hostedDomain,
-                session.hashHex, Self.interval(configuration.sessionTTL), verified.audience, userAgent, ip,
-            ])
-        } catch {
-            return databaseUnavailable(error, "sign_in")
-        }
+        guard let rows = query(Queries.signIn, [
+            verified.subject, verified.email, verified.emailVerified ? "true" : "false", verified.name,
+            verified.givenName, verified.familyName, verified.picture, verified.locale, verified.hostedDomain,
+            session.hashHex, Queries.interval(configuration.sessionTTL), verified.audience, userAgent, ip,
+        ]) else { return Self.databaseUnavailable }
         guard rows.count == 1, let userID = rows[row: 0, column: "user_id"].flatMap({ Int64($0) }) else {
             service.log.error("sign_in_no_row", ["worker": String(worker)])
-            return .temporarilyUnavailable(retryAfter: Self.retryAfterDatabase)
+            return Self.databaseUnavailable
         }
         if let refusal = rows[row: 0, column: "refusal"] {
             service.log.info("sign_in_refused", ["reason": refusal, "user_id": String(userID)])
@@ -173,12 +168,7 @@ final class Application: Handler {
 
     private func checkSession(_ request: Request) -> HTTPReply {
         guard let presented = presentedSession(request), let token = presented.token else { return Self.unauthorized }
-        let rows: Rows
-        do {
-            rows = try execute(Queries.checkSession, [token.hashHex, idleTimeout])
-        } catch {
-            return databaseUnavailable(error, "session_check")
-        }
+        guard let rows = query(Queries.checkSession, [token.hashHex, idleTimeout]) else { return Self.databaseUnavailable }
         guard rows.count == 1, let userID = rows[row: 0, column: "user_id"], let sub = rows[row: 0, column: "google_sub"] else {
             return Self.unauthorized
         }
@@ -208,12 +198,7 @@ final class Application: Handler {
         if let refusal = crossSiteRefusal(request, byCookie: presented.byCookie) { return refusal }
         guard let token = presented.token else { return Self.unauthorized }
         let all = Self.queryFlag(request.query, "all")
-        let rows: Rows
-        do {
-            rows = try execute(Queries.signOut, [token.hashHex, idleTimeout, all ? "true" : "false"])
-        } catch {
-            return databaseUnavailable(error, "sign_out")
-        }
+        guard let rows = query(Queries.signOut, [token.hashHex, idleTimeout, all ? "true" : "false"]) else { return Self.databaseUnavailable }
         guard rows.count == 1 else { return Self.unauthorized }
         service.log.info("sign_out", ["session_id": rows[0, 0], "revoked": rows[0, 1], "all": String(all)])
         return HTTPReply(status: 204, headers: [("Cache-Control", "no-store"),
@@ -222,12 +207,7 @@ final class Application: Handler {
 
     private func listSessions(_ request: Request) -> HTTPReply {
         guard let presented = presentedSession(request), let token = presented.token else { return Self.unauthorized }
-        let rows: Rows
-        do {
-            rows = try execute(Queries.listSessions, [token.hashHex, idleTimeout])
-        } catch {
-            return databaseUnavailable(error, "list_sessions")
-        }
+        guard let rows = query(Queries.listSessions, [token.hashHex, idleTimeout]) else { return Self.databaseUnavailable }
         guard rows.count > 0 else { return Self.unauthorized }
         let sessions: [JSONValue] = (0..<rows.count).map { row in
             .object([
@@ -244,12 +224,7 @@ final class Application: Handler {
         guard let presented = presentedSession(request) else { return Self.unauthorized }
         if let refusal = crossSiteRefusal(request, byCookie: presented.byCookie) { return refusal }
         guard let token = presented.token else { return Self.unauthorized }
-        let rows: Rows
-        do {
-            rows = try execute(Queries.revokeOwnSession, [token.hashHex, idleTimeout, String(id)])
-        } catch {
-            return databaseUnavailable(error, "revoke_session")
-        }
+        guard let rows = query(Queries.revokeOwnSession, [token.hashHex, idleTimeout, String(id)]) else { return Self.databaseUnavailable }
         guard rows.count == 1 else { return Self.unauthorized }
         guard rows[0, 1] != "0" else { return .error(.notFound, "no such session") }
         service.log.info("session_revoked", ["session_id": String(id), "by_session": rows[0, 0]])
@@ -278,16 +253,21 @@ final class Application: Handler {
         }
     }
 
-    private func databaseUnavailable(_ error: StoreError, _ operation: String) -> HTTPReply {
-        service.log.error("database_unavailable", ["operation": operation, "code": error.code.name,
-                                                   "sqlstate": error.sqlState, "worker": String(worker)])
-        return .temporarilyUnavailable(retryAfter: Self.retryAfterDatabase)
+    /// Runs `statement` for a request; nil (logged) when the database is unavailable, which the caller
+    /// answers with `databaseUnavailable`.
+    private func query(_ statement: Statement, _ params: [String?]) -> Rows? {
+        do {
+            return try execute(statement, params)
+        } catch {
+            service.log.error("database_unavailable", ["operation": statement.name, "code": error.code.name,
+                                                       "sqlstate": error.sqlState, "worker": String(worker)])
+            return nil
+        }
     }
 
-    private var idleTimeout: String { Self.interval(configuration.sessionIdleTTL) }
+    private static let databaseUnavailable = HTTPReply.temporarilyUnavailable(retryAfter: retryAfterDatabase)
 
-    /// A duration as a PostgreSQL interval literal.
-    static func interval(_ seconds: Int64) -> String { "\(seconds) seconds" }
+    private var idleTimeout: String { Queries.interval(configuration.sessionIdleTTL) }
 
     // MARK: request details
 

@@ -32,7 +32,7 @@ public struct OperatorCommands {
                     err("no user with sub \(value)")
                     return 1
                 }
-                let rows = try connection.query(OperatorQueries.listUserSessions, [value, Application.interval(idleTTL)])
+                let rows = try connection.query(OperatorQueries.listUserSessions, [value, Queries.interval(idleTTL)])
                 out("id\tcreated_at\tlast_seen_at\texpires_at\tstate\tip\tclient_id\tuser_agent")
                 for row in 0..<rows.count {
                     out((0..<8).map { Self.printable(rows[row, $0] ?? "-") }.joined(separator: "\t"))
@@ -92,12 +92,12 @@ public struct OperatorCommands {
             var sessions = 0, signIns = 0
             while true {
                 let deleted = try connection.query(OperatorQueries.pruneSessions,
-                                                   [Application.interval(idleTTL), Application.interval(revokedRetention), String(batch)]).affectedRows
+                                                   [Queries.interval(idleTTL), Queries.interval(revokedRetention), String(batch)]).affectedRows
                 sessions += deleted
                 if deleted < batch { break }
             }
             while true {
-                let deleted = try connection.query(OperatorQueries.pruneSignIns, [Application.interval(auditRetention), String(batch)]).affectedRows
+                let deleted = try connection.query(OperatorQueries.pruneSignIns, [Queries.interval(auditRetention), String(batch)]).affectedRows
                 signIns += deleted
                 if deleted < batch { break }
             }

@@ -3,6 +3,9 @@ import Store
 
 /// Statements are prepared once per connection (named) and reused by that worker.
 enum Queries {
+    /// A duration as the interval literal the statements' `$n::interval` parameters take.
+    static func interval(_ seconds: Int64) -> String { "\(seconds) seconds" }
+
     /// Session authentication shared by every session route: the live session whose hash is $1, where $2 is
     /// the idle timeout (interval). Revoked, expired, idle or disabled-user sessions do not match.
     private static let liveSession = """
