@@ -6,22 +6,60 @@ import Glibc
 final class RequestSlot {
     let request: UnsafeMutablePointer<FCGX_Request>
 
-    init(listenFd: Int32) {
+    init() {
         request = .allocate(capacity: 1)
-        // FCGX_InitRequest only zeroes the struct and records the socket; it cannot fail.
-        _ = FCGX_InitRequest(request, listenFd, 0)
+        // FCGX_InitRequest only zeroes the struct and records the socket; it cannot fail. No listening
+        // socket (-1): the Dispatcher accepts connections, libfcgi only reads requests from them, so when a
+        // connection ends without a request libfcgi's own accept fails at once (EBADF) instead of blocking.
+        _ = FCGX_InitRequest(request, -1, 0)
     }
 
     deinit {
-        FCGX_Free(request, 1)  // closes a connection the web server asked to keep open
+        FCGX_Free(request, 1)
         request.deallocate()
     }
 
-    /// The connection nginx asked to keep (`fastcgi_keep_conn on`): the next request arrives on it,
-    /// not on the listening socket. Read-only use of libfcgi's bookkeeping fields.
-    var keptConnection: Int32? {
-        let current = request.pointee
-        return current.keepConnection != 0 && current.ipcFd >= 0 ? current.ipcFd : nil
+    /// Reads the next request's parameters from `fd` (which the caller owns). False when the connection
+    /// ended or carried no valid request: libfcgi has then closed it.
+    func begin(on fd: Int32) -> Bool {
+        request.pointee.ipcFd = fd
+        // FCGX_Accept_r first finishes "the previous request" and would close ipcFd unless it is marked kept;
+        // the web server's own keep flag is read from the request's BEGIN record right after.
+        request.pointee.keepConnection = 1
+        if FCGX_Accept_r(request) == 0 { return true }
+        request.pointee.ipcFd = -1
+        return false
+    }
+
+    /// Ends the request (libfcgi flushes the output and sends END_REQUEST). True when the connection stays
+    /// open for its next request: the web server asked to keep it (`fastcgi_keep_conn on`) and it is still
+    /// sound; otherwise libfcgi has closed it. With `drainingInput`, what the handler left unread of the body
+    /// is read to its end first, so the next request starts on a clean stream; a body left unread on purpose
+    /// (over the cap) or a rest over 64 KB closes the connection instead.
+    func finish(drainingInput: Bool) -> Bool {
+        if !drainingInput || !drainInput(limit: 64 * 1024) {
+            request.pointee.keepConnection = 0
+        }
+        FCGX_Finish_r(request)
+        guard request.pointee.ipcFd >= 0 else { return false }
+        request.pointee.ipcFd = -1
+        return true
+    }
+
+    /// Reads the rest of the request's stdin up to its end record; false if more than `limit` bytes remain
+    /// or the stream failed.
+    private func drainInput(limit: Int) -> Bool {
+        guard let input = request.pointee.in else { return true }
+        var scratch = [CChar](repeating: 0, count: 4096)
+        var left = limit
+        while FCGX_HasSeenEOF(input) == 0 {
+            let wanted = Int32(min(scratch.count, left + 1))
+            let got = scratch.withUnsafeMutableBufferPointer { FCGX_GetStr($0.baseAddress, wanted, input) }
+            if got <= 0 { break }
+            left -= Int(got)
+            if left < 0 { return false }
+        }
+        return FCGX_GetError(input) == 0
     }
 
     /// Copies the accepted request's parameters and up to `maxBodyBytes` of its body.

@@ -22,6 +22,7 @@ public final class Server: Sendable {
     public var address: String { listener.address }
 
     let listener: Listener
+    let dispatcher: Dispatcher
     private let wakeRead: Int32
     private let wakeWrite: Int32
     private let stopping = Atomic<Bool>(false)
@@ -45,7 +46,14 @@ public final class Server: Sendable {
         }
         let pipeEnds = try makeWakePipe()
         do throws(FastCGIError) {
-            self.listener = try Listener.open(listen, socketMode: socketMode, backlog: backlog)
+            let listener = try Listener.open(listen, socketMode: socketMode, backlog: backlog)
+            do throws(FastCGIError) {
+                self.dispatcher = try Dispatcher(listenFd: listener.fd, wakeFd: pipeEnds[0])
+            } catch {
+                listener.close()
+                throw error
+            }
+            self.listener = listener
         } catch {
             Glibc.close(pipeEnds[0])
             Glibc.close(pipeEnds[1])
@@ -65,7 +73,9 @@ public final class Server: Sendable {
         }
         let pipeEnds = try makeWakePipe()
         do throws(FastCGIError) {
-            self.listener = try Listener.inherited(fd: fd)
+            let listener = try Listener.inherited(fd: fd)
+            self.dispatcher = try Dispatcher(listenFd: listener.fd, wakeFd: pipeEnds[0])
+            self.listener = listener
         } catch {
             Glibc.close(pipeEnds[0])
             Glibc.close(pipeEnds[1])
@@ -98,6 +108,7 @@ public final class Server: Sendable {
         guard started else { throw FastCGIError(.alreadyRun, "a Server runs once") }
         defer {
             listener.close()
+            dispatcher.closeAll()
             phase.withLock { $0 = .finished }
         }
         var threads: [pthread_t] = []
@@ -155,39 +166,43 @@ public final class Server: Sendable {
         stop()
     }
 
-    /// One worker: wait (interruptibly) for a connection or the next request on a kept connection,
-    /// let libfcgi accept and parse it, answer it, repeat until stopped.
+    /// One worker: take the next ready thing from the dispatcher (a connection to accept, a request on a
+    /// connection, or the stop), let libfcgi parse the request, answer it, give a kept connection back.
     private func serve(worker index: Int, makeHandler: @Sendable (Int) -> any Handler) {
         let handler = makeHandler(index)
-        let slot = RequestSlot(listenFd: listener.fd)
+        let slot = RequestSlot()
         while !stopping.load(ordering: .acquiring) {
-            var fds = [
-                pollfd(fd: slot.keptConnection ?? listener.fd, events: Int16(POLLIN), revents: 0),
-                pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0),
-            ]
-            let ready = poll(&fds, 2, -1)
-            if ready < 0 {
-                if errno == EINTR { continue }
-                fail(FastCGIError(.acceptFailed, errnoText("poll")))
+            switch dispatcher.next() {
+            case .stop:
                 return
-            }
-            if fds[1].revents != 0 { return }
-            let accepted = FCGX_Accept_r(slot.request)
-            if accepted < 0 {
-                switch -accepted {
-                case EAGAIN, EWOULDBLOCK, EINTR:
-                    continue  // another worker took the connection, or it failed before its request
-                case EMFILE, ENFILE, ENOBUFS, ENOMEM:
-                    usleep(10_000)  // out of descriptors or memory: the socket stays readable, do not spin
+            case .failed(let code):
+                fail(FastCGIError(.acceptFailed, errnoText("epoll_wait", code)))
+                return
+            case .listener:
+                switch dispatcher.acceptConnection() {
+                case .done:
                     continue
-                default:
-                    fail(FastCGIError(.acceptFailed, errnoText("FCGX_Accept_r", -accepted)))
+                case .exhausted:
+                    usleep(10_000)  // out of descriptors or memory: do not spin on the still-ready listener
+                    dispatcher.rearmListener()
+                case .failed(let code):
+                    fail(FastCGIError(.acceptFailed, errnoText("accept", code)))
                     return
                 }
+            case .connection(let fd):
+                // false: the web server closed the connection, or sent no valid request (libfcgi closed it).
+                guard slot.begin(on: fd) else {
+                    dispatcher.closed(fd)
+                    continue
+                }
+                let request = slot.read(maxBodyBytes: maxBodyBytes)
+                slot.write(handler.handle(request))
+                if slot.finish(drainingInput: !request.bodyTooLarge) {
+                    dispatcher.park(fd)
+                } else {
+                    dispatcher.closed(fd)
+                }
             }
-            let request = slot.read(maxBodyBytes: maxBodyBytes)
-            slot.write(handler.handle(request))
-            FCGX_Finish_r(slot.request)
         }
     }
 }

@@ -1,4 +1,5 @@
-// How the responder is deployed: start-up refusals, the inherited FastCGI socket, nginx's rate limit.
+// How the responder is deployed: start-up refusals, the inherited FastCGI socket, nginx's rate limit, and
+// nginx keeping its FastCGI connections to the responder.
 import Foundation
 import Testing
 import TestSupport
@@ -39,4 +40,31 @@ import TestSupport
         #expect(statuses.contains(415), "requests within the burst reach the responder")
         #expect(statuses.contains(429), "a burst beyond the limit is refused by nginx: \(statuses)")
     }
+
+    /// The shipped nginx files keep FastCGI connections (`keepalive` + `fastcgi_keep_conn on`): a run of
+    /// sign-ins and session checks leaves nginx's connection open and idle afterwards instead of a connection
+    /// per request, each closed after its answer.
+    @Test func nginxReusesItsFastCGIConnectionsToTheResponder() throws {
+        let stack = try Stack("keepconn")
+        for index in 0..<10 {
+            let answer = try stack.signIn(try stack.token(sub: "18100000000000000000\(index)"))
+            #expect(answer.status == 200, "\(answer)")
+            #expect(try stack.request("GET", "/auth/session").status == 401)
+        }
+        usleep(500_000)
+        let open = try connectedUnixSockets(boundTo: stack.socketPath)
+        // Both ends of a unix connection are listed; the responder's end carries the socket's path. One or two
+        // idle connections remain (one per nginx worker in use); without keepalive there would be none.
+        #expect((1...2).contains(open), "connected sockets on \(stack.socketPath): \(open)")
+    }
+}
+
+/// Connected unix sockets bound to `path` (the accepted ends of a listening socket), from /proc/net/unix.
+private func connectedUnixSockets(boundTo path: String) throws -> Int {
+    let table = try String(contentsOfFile: "/proc/net/unix", encoding: .utf8)
+    // Num RefCount Protocol Flags Type St Inode Path; St 03 = connected.
+    return table.split(separator: "\n").dropFirst().filter { line in
+        let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+        return fields.count >= 8 && fields[5] == "03" && fields[7] == path
+    }.count
 }

@@ -1,0 +1,145 @@
+// One epoll set shared by all workers: the listening socket, every connection the web server keeps open
+// between requests, and the stop pipe. A ready connection goes to whichever worker is free next.
+import CFastCGI
+import Glibc
+import Synchronization
+
+/// Hands out what is ready to the workers, one event per `next()` call.
+///
+/// Every socket is registered `EPOLLONESHOT`: the worker that receives its event owns it (no other worker
+/// sees it again) until it gives it back with `park` (a connection after its request, kept open for the
+/// next) or `rearmListener`. So one worker at a time touches a connection, and no connection is tied to a
+/// worker: with more kept connections than workers, the next request on any of them is served by the next
+/// free worker instead of waiting behind an idle connection. One wait queue (epoll's) wakes one worker per
+/// event, so a new connection does not wake every idle worker either.
+final class Dispatcher: Sendable {
+    enum Event: Equatable {
+        /// A connection is waiting to be accepted; call `acceptConnection()`.
+        case listener
+        /// The web server sent something on this connection (a request, or its end); the caller owns it.
+        case connection(Int32)
+        /// `stop()` was called (stays ready: every worker sees it).
+        case stop
+        /// epoll_wait failed for good (with this errno).
+        case failed(Int32)
+    }
+
+    /// What `acceptConnection()` did.
+    enum Accepted: Equatable {
+        /// A connection was accepted and parked until its first request arrives (or nothing was waiting).
+        case done
+        /// Out of descriptors or memory: the connection stays queued; try again after a pause.
+        case exhausted
+        /// accept failed for good (with this errno).
+        case failed(Int32)
+    }
+
+    private let epoll: Int32
+    private let listenFd: Int32
+    private let wakeFd: Int32
+    /// Every connection accepted and not yet closed, so `closeAll()` can close the idle ones when the server
+    /// stops. Touched once when a connection opens and once when it closes, not per request (a lock taken
+    /// twice per request by every worker showed up as contention). Counted, because libfcgi closes a
+    /// connection before the worker reports it: another worker may accept the same descriptor number in
+    /// between, and its increment must survive the late decrement.
+    private let open = Mutex<[Int32: Int]>([:])
+
+    /// The set over `listenFd` (non-blocking) and `wakeFd` (stays readable once `stop()` writes to it).
+    init(listenFd: Int32, wakeFd: Int32) throws(FastCGIError) {
+        let epoll = epoll_create1(Int32(EPOLL_CLOEXEC))
+        guard epoll >= 0 else { throw FastCGIError(.startFailed, errnoText("epoll_create1")) }
+        self.epoll = epoll
+        self.listenFd = listenFd
+        self.wakeFd = wakeFd
+        guard control(EPOLL_CTL_ADD, listenFd, oneShot: true), control(EPOLL_CTL_ADD, wakeFd, oneShot: false) else {
+            let error = FastCGIError(.startFailed, errnoText("epoll_ctl"))
+            Glibc.close(epoll)
+            throw error
+        }
+    }
+
+    deinit { Glibc.close(epoll) }
+
+    /// Waits (without a timeout) for the next event; retries on EINTR.
+    func next() -> Event {
+        var event = epoll_event()
+        while true {
+            let count = epoll_wait(epoll, &event, 1, -1)
+            if count < 0 {
+                if errno == EINTR { continue }
+                return .failed(errno)
+            }
+            if count == 0 { continue }
+            let fd = event.data.fd
+            if fd == wakeFd { return .stop }
+            if fd == listenFd { return .listener }
+            return .connection(fd)
+        }
+    }
+
+    /// After a `.listener` event: accepts one connection, hands the listener back to the set, and parks the
+    /// connection until the web server sends on it (so no worker blocks on a peer that has not written yet).
+    func acceptConnection() -> Accepted {
+        let fd = accept(listenFd, nil, nil)
+        if fd >= 0 {
+            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+            open.withLock { $0[fd, default: 0] += 1 }
+            if !control(EPOLL_CTL_ADD, fd, oneShot: true) {
+                Glibc.close(fd)
+                closed(fd)
+            }
+        } else {
+            switch errno {
+            case EAGAIN, EWOULDBLOCK, EINTR, ECONNABORTED, EPROTO:
+                break  // taken by another process sharing the socket, or gone before we got to it
+            case EMFILE, ENFILE, ENOBUFS, ENOMEM:
+                return .exhausted  // the caller pauses, then calls rearmListener()
+            case let code:
+                return .failed(code)
+            }
+        }
+        rearmListener()
+        return .done
+    }
+
+    /// Gives the listener back to the set (after `acceptConnection()` returned `.exhausted`).
+    func rearmListener() {
+        _ = control(EPOLL_CTL_MOD, listenFd, oneShot: true)
+    }
+
+    /// Gives a connection back to the set until its next request; a connection that cannot be watched is
+    /// closed (the web server then opens a new one).
+    func park(_ fd: Int32) {
+        if !control(EPOLL_CTL_MOD, fd, oneShot: true) {
+            Glibc.close(fd)
+            closed(fd)
+        }
+    }
+
+    /// Reports that a connection handed out by `next()` has been closed (by libfcgi).
+    func closed(_ fd: Int32) {
+        open.withLock { counts in
+            guard let count = counts[fd] else { return }
+            counts[fd] = count > 1 ? count - 1 : nil
+        }
+    }
+
+    /// Closes every connection still open: the idle kept ones, when the server stops after its workers ended.
+    func closeAll() {
+        let idle = open.withLock { counts in
+            defer { counts.removeAll() }
+            return Array(counts.keys)
+        }
+        for fd in idle { Glibc.close(fd) }
+    }
+
+    /// Connections open right now (tests).
+    var openConnections: Int { open.withLock { $0.count } }
+
+    private func control(_ operation: Int32, _ fd: Int32, oneShot: Bool) -> Bool {
+        var event = epoll_event()
+        event.events = EPOLLIN.rawValue | (oneShot ? EPOLLONESHOT.rawValue : 0)
+        event.data.fd = fd
+        return epoll_ctl(epoll, operation, fd, &event) == 0
+    }
+}

@@ -1,0 +1,253 @@
+// Connections the web server keeps open between requests (FCGI_KEEP_CONN, nginx `fastcgi_keep_conn on`),
+// driven record by record with a raw FastCGI client so the order of requests on each connection is exact.
+@testable import FastCGI
+import Foundation
+import Glibc
+import Testing
+
+@Suite(.serialized) struct KeptConnectionTests {
+    /// The starvation case: one worker, three kept connections, requests arriving on each in turn.
+    /// A worker tied to the connection it served last would never see the request on the next one.
+    @Test func oneWorkerServesRequestsOnEveryKeptConnection() throws {
+        let dir = try TempDir()
+        let running = RunningServer(try Server(listen: .unix(dir.file("s")), workers: 1, maxBodyBytes: 64),
+                                    handler: pathEcho)
+        defer { running.stop() }
+        let connections = try (0..<3).map { _ in try RawFastCGIConnection(unixPath: dir.file("s")) }
+        for round in 0..<3 {
+            for (index, connection) in connections.enumerated() {
+                let path = "/c\(index)/r\(round)"
+                try connection.send(params: ["REQUEST_METHOD": "GET", "DOCUMENT_URI": path], keep: true)
+                #expect(try connection.readResponse().body == Array(path.utf8))
+            }
+        }
+    }
+
+    @Test func requestsAnsweredOutOfConnectionOrder() throws {
+        let dir = try TempDir()
+        let running = RunningServer(try Server(listen: .unix(dir.file("s")), workers: 1, maxBodyBytes: 64),
+                                    handler: pathEcho)
+        defer { running.stop() }
+        let first = try RawFastCGIConnection(unixPath: dir.file("s"))
+        let second = try RawFastCGIConnection(unixPath: dir.file("s"))
+        try first.send(params: ["DOCUMENT_URI": "/a"], keep: true)
+        #expect(try first.readResponse().body == Array("/a".utf8))
+        // `first` stays open and idle; the next request comes on `second`, then `first` again.
+        try second.send(params: ["DOCUMENT_URI": "/b"], keep: true)
+        #expect(try second.readResponse().body == Array("/b".utf8))
+        try first.send(params: ["DOCUMENT_URI": "/c"], keep: true)
+        #expect(try first.readResponse().body == Array("/c".utf8))
+    }
+
+    @Test func oneKeptConnectionCarriesManyRequests() throws {
+        let dir = try TempDir()
+        let recorder = Recorder()
+        let running = RunningServer(try Server(listen: .unix(dir.file("s")), workers: 2, maxBodyBytes: 64),
+                                    handler: recordingHandler(recorder))
+        defer { running.stop() }
+        let connection = try RawFastCGIConnection(unixPath: dir.file("s"))
+        for index in 0..<50 {
+            let body = Array(repeating: UInt8(index), count: index % 7)
+            try connection.send(params: ["DOCUMENT_URI": "/n/\(index)", "CONTENT_LENGTH": "\(body.count)"],
+                                stdin: body, keep: true)
+            #expect(try connection.readResponse().body == Array("ok \(body.count)".utf8))
+        }
+        #expect(recorder.requests.map(\.path) == (0..<50).map { "/n/\($0)" })
+        #expect(recorder.requests.map(\.body) == (0..<50).map { Array(repeating: UInt8($0), count: $0 % 7) })
+    }
+
+    @Test func withoutTheKeepFlagTheConnectionIsClosedAfterTheAnswer() throws {
+        let dir = try TempDir()
+        let running = RunningServer(try Server(listen: .unix(dir.file("s")), workers: 1, maxBodyBytes: 64),
+                                    handler: pathEcho)
+        defer { running.stop() }
+        let connection = try RawFastCGIConnection(unixPath: dir.file("s"))
+        try connection.send(params: ["DOCUMENT_URI": "/once"], keep: false)
+        #expect(try connection.readResponse().body == Array("/once".utf8))
+        #expect(connection.closedByPeer())
+    }
+
+    /// A body over the cap is not read; the connection cannot carry another request, so it is closed.
+    @Test func bodyOverTheCapClosesAKeptConnection() throws {
+        let dir = try TempDir()
+        let recorder = Recorder()
+        let running = RunningServer(try Server(listen: .unix(dir.file("s")), workers: 1, maxBodyBytes: 16),
+                                    handler: recordingHandler(recorder))
+        defer { running.stop() }
+        let connection = try RawFastCGIConnection(unixPath: dir.file("s"))
+        let body = Array(repeating: UInt8(9), count: 40)
+        try connection.send(params: ["DOCUMENT_URI": "/big", "CONTENT_LENGTH": "40"], stdin: body, keep: true)
+        #expect(try connection.readResponse().body == Array("ok 0".utf8))
+        #expect(recorder.requests.first?.bodyTooLarge == true)
+        #expect(connection.closedByPeer())
+    }
+
+    /// Stdin beyond CONTENT_LENGTH is read past (not taken as the body) and the connection stays usable.
+    @Test func bodyBeyondContentLengthIsDrainedAndTheConnectionServesTheNextRequest() throws {
+        let dir = try TempDir()
+        let recorder = Recorder()
+        let running = RunningServer(try Server(listen: .unix(dir.file("s")), workers: 1, maxBodyBytes: 64),
+                                    handler: recordingHandler(recorder))
+        defer { running.stop() }
+        let connection = try RawFastCGIConnection(unixPath: dir.file("s"))
+        // The rest of stdin arrives after the declared length was read: it must not be taken for the start of
+        // the next request.
+        let bytes = RawFastCGIConnection.request(params: ["DOCUMENT_URI": "/short", "CONTENT_LENGTH": "4"],
+                                                 stdin: Array("abcdefghij".utf8), keep: true)
+        try connection.write(Array(bytes.dropLast(8 + 6)))  // all but the last 6 body bytes and the end record
+        usleep(100_000)
+        try connection.write(Array(bytes.suffix(8 + 6)))
+        #expect(try connection.readResponse().body == Array("ok 4".utf8))
+        try connection.send(params: ["DOCUMENT_URI": "/next", "CONTENT_LENGTH": "2"], stdin: Array("xy".utf8), keep: true)
+        #expect(try connection.readResponse().body == Array("ok 2".utf8))
+        #expect(recorder.requests.map(\.body) == [Array("abcd".utf8), Array("xy".utf8)])
+    }
+
+    @Test func aKeptConnectionTheWebServerClosesIsForgotten() throws {
+        let dir = try TempDir()
+        let server = try Server(listen: .unix(dir.file("s")), workers: 1, maxBodyBytes: 64)
+        let running = RunningServer(server, handler: pathEcho)
+        defer { running.stop() }
+        var connection: RawFastCGIConnection? = try RawFastCGIConnection(unixPath: dir.file("s"))
+        try connection?.send(params: ["DOCUMENT_URI": "/x"], keep: true)
+        #expect(try connection?.readResponse().body == Array("/x".utf8))
+        #expect(waitUntil { server.dispatcher.openConnections == 1 })
+        connection = nil  // closes it
+        #expect(waitUntil { server.dispatcher.openConnections == 0 })
+        // The worker is free for the next connection.
+        let next = try RawFastCGIConnection(unixPath: dir.file("s"))
+        try next.send(params: ["DOCUMENT_URI": "/y"], keep: true)
+        #expect(try next.readResponse().body == Array("/y".utf8))
+    }
+
+    /// A connection that has not sent a byte holds no worker: the only worker serves another connection.
+    @Test func aSilentConnectionDoesNotHoldTheWorker() throws {
+        let dir = try TempDir()
+        let running = RunningServer(try Server(listen: .unix(dir.file("s")), workers: 1, maxBodyBytes: 64),
+                                    handler: pathEcho)
+        defer { running.stop() }
+        let silent = try RawFastCGIConnection(unixPath: dir.file("s"))
+        let talking = try RawFastCGIConnection(unixPath: dir.file("s"))
+        try talking.send(params: ["DOCUMENT_URI": "/t"], keep: false)
+        #expect(try talking.readResponse().body == Array("/t".utf8))
+        _ = silent
+    }
+
+    @Test func stopClosesIdleKeptConnections() throws {
+        let dir = try TempDir()
+        let server = try Server(listen: .unix(dir.file("s")), workers: 2, maxBodyBytes: 64)
+        let running = RunningServer(server, handler: pathEcho)
+        let connection = try RawFastCGIConnection(unixPath: dir.file("s"))
+        try connection.send(params: ["DOCUMENT_URI": "/x"], keep: true)
+        #expect(try connection.readResponse().body == Array("/x".utf8))
+        #expect(waitUntil { server.dispatcher.openConnections == 1 })
+        #expect(running.stop() != nil)
+        #expect(server.dispatcher.openConnections == 0)
+        #expect(connection.closedByPeer())
+    }
+}
+
+/// Answers with the request path as the body.
+private let pathEcho: @Sendable (Request) -> Response = { request in
+    Response(status: 200, contentType: "text/plain", body: request.path)
+}
+
+private func waitUntil(seconds: Double = 5, _ condition: () -> Bool) -> Bool {
+    let deadline = Date().addingTimeInterval(seconds)
+    while !condition() {
+        if Date() > deadline { return false }
+        usleep(2000)
+    }
+    return true
+}
+
+/// A FastCGI client connection over a unix socket, speaking the records by hand (request id 1, as nginx does).
+final class RawFastCGIConnection {
+    let fd: Int32
+
+    init(unixPath: String) throws {
+        fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: unixPath.utf8) }
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
+        guard connected == 0 else {
+            close(fd)
+            throw TestFailure("connect \(unixPath) failed")
+        }
+    }
+
+    deinit { close(fd) }
+
+    /// Sends one responder request (see `request`).
+    func send(params: [String: String], stdin: [UInt8] = [], keep: Bool) throws {
+        try write(Self.request(params: params, stdin: stdin, keep: keep))
+    }
+
+    /// The records of one responder request: BEGIN_REQUEST (with FCGI_KEEP_CONN when `keep`), the params,
+    /// the stdin in one record, then the empty STDIN record that ends it.
+    static func request(params: [String: String], stdin: [UInt8] = [], keep: Bool) -> [UInt8] {
+        var bytes = record(type: 1, [0, 1, keep ? 1 : 0, 0, 0, 0, 0, 0])
+        var pairs: [UInt8] = []
+        for (name, value) in params.sorted(by: { $0.key < $1.key }) {
+            pairs += length(name.utf8.count) + length(value.utf8.count) + Array(name.utf8) + Array(value.utf8)
+        }
+        if !pairs.isEmpty { bytes += record(type: 4, pairs) }
+        bytes += record(type: 4, [])
+        if !stdin.isEmpty { bytes += record(type: 5, stdin) }
+        bytes += record(type: 5, [])
+        return bytes
+    }
+
+    func write(_ bytes: [UInt8]) throws {
+        let written = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+        guard written == bytes.count else { throw TestFailure("short write") }
+    }
+
+    /// Reads records up to END_REQUEST and returns the CGI response from the STDOUT records.
+    func readResponse(seconds: Double = 5) throws -> CGIResponse {
+        var stdout: [UInt8] = []
+        while true {
+            let header = try read(count: 8, seconds: seconds)
+            let type = header[1]
+            let content = Int(header[4]) << 8 | Int(header[5])
+            let body = try read(count: content + Int(header[6]), seconds: seconds)
+            if type == 6 { stdout += body.prefix(content) }
+            if type == 3 { return try CGIResponse(stdout) }
+        }
+    }
+
+    /// True when the responder closes the connection within `seconds` (no more bytes, then end of file).
+    func closedByPeer(seconds: Double = 5) -> Bool {
+        var pending = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        guard poll(&pending, 1, Int32(seconds * 1000)) == 1 else { return false }
+        var byte: UInt8 = 0
+        return Glibc.read(fd, &byte, 1) == 0
+    }
+
+    private func read(count: Int, seconds: Double) throws -> [UInt8] {
+        var bytes: [UInt8] = []
+        while bytes.count < count {
+            var pending = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            guard poll(&pending, 1, Int32(seconds * 1000)) == 1 else { throw TestFailure("no answer in \(seconds) s") }
+            var chunk = [UInt8](repeating: 0, count: count - bytes.count)
+            let got = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+            guard got > 0 else { throw TestFailure("connection closed mid-response") }
+            bytes += chunk.prefix(got)
+        }
+        return bytes
+    }
+
+    private static func record(type: UInt8, _ content: [UInt8]) -> [UInt8] {
+        [1, type, 0, 1, UInt8(content.count >> 8), UInt8(content.count & 0xff), 0, 0] + content
+    }
+
+    private static func length(_ count: Int) -> [UInt8] {
+        count < 128 ? [UInt8(count)]
+            : [UInt8(count >> 24 | 0x80), UInt8(count >> 16 & 0xff), UInt8(count >> 8 & 0xff), UInt8(count & 0xff)]
+    }
+}
