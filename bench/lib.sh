@@ -1,8 +1,10 @@
 # Shared set-up of the benchmarks: a release build, a private PostgreSQL cluster, the responder and nginx,
 # all under .build/bench (nothing system-wide). Sourced by bench/signin and bench/session.
 #   BENCH_SECONDS (10)      length of each measured run
+#   BENCH_ROUNDS (3)        rounds of the side-by-side comparison (each: one wrk run and one pgbench run)
 #   BENCH_CONNECTIONS (16)  wrk connections and pgbench clients (the same number on both sides)
-#   BENCH_WORKERS           TOKENSIGNIN_WORKERS of the responder (default: BENCH_CONNECTIONS)
+#   BENCH_WORKERS           TOKENSIGNIN_WORKERS of the responder (default: the product's, 2 x cores)
+#   BENCH_PGBENCH_CLIENTS   pgbench clients (default: BENCH_CONNECTIONS)
 #   BENCH_NGINX_WORKERS (1) nginx worker_processes
 #   BENCH_PGPORT (55442)  BENCH_PORT (18443)
 set -euo pipefail
@@ -12,8 +14,10 @@ bin="$here/.build/release/tokensignin"
 pgport=${BENCH_PGPORT:-55442}
 port=${BENCH_PORT:-18443}
 duration=${BENCH_SECONDS:-10}
+rounds=${BENCH_ROUNDS:-3}
 connections=${BENCH_CONNECTIONS:-16}
-workers=${BENCH_WORKERS:-$connections}
+workers=${BENCH_WORKERS:-$((2 * $(nproc)))}
+pgbench_clients=${BENCH_PGBENCH_CLIENTS:-$connections}
 nginx_workers=${BENCH_NGINX_WORKERS:-1}
 client_id="bench.apps.googleusercontent.com"
 
@@ -81,10 +85,11 @@ pgbench_script() {
     done
 }
 
-# Runs pgbench with the script $1 into $2 (same clients as wrk's connections, prepared statements like the
-# responder's). Exits with pgbench's output when it fails or any transaction failed.
+# Runs pgbench with the script $1 into $2 (BENCH_PGBENCH_CLIENTS clients, by default as many as wrk has
+# connections; prepared statements like the responder's). Exits with pgbench's output when it fails or any
+# transaction failed.
 run_pgbench() {
-    pgbench -n -M prepared -c "$connections" -j 2 -T "$duration" -f "$1" >"$2" 2>&1 \
+    pgbench -n -M prepared -c "$pgbench_clients" -j 2 -T "$duration" -f "$1" >"$2" 2>&1 \
         || { cat "$2" >&2; exit 1; }
 }
 
@@ -164,4 +169,58 @@ half_rate_delay() {
         pause = c * 1000 / (peak / 2) - latency
         printf "%.1f", (pause < 1 ? 1 : pause)
     }'
+}
+
+# Adds the difference of two cpu_snapshot lines to an accumulated one: cpu_add ACC BEFORE AFTER
+cpu_add() {
+    awk -v a="$1" -v b="$2" -v c="$3" 'BEGIN {
+        split(a, x, " "); split(b, y, " "); split(c, z, " ")
+        for (k = 1; k <= 6; k++) printf "%d%s", x[k] + z[k] - y[k], (k < 6 ? " " : "\n")
+    }'
+}
+
+# The comparison itself: BENCH_ROUNDS rounds, each one wrk run (WRK_ARGS, BENCH_SECONDS long) and one pgbench
+# run of SCRIPT, in alternating order (wrk first in odd rounds, pgbench first in even ones), so that both sides
+# meet the database in the same states (tables growing, autovacuum, checkpoints) instead of one always
+# running after the other. Usage: side_by_side SCRIPT WRK_ARGS...
+# Sets: rps p50 p99 errors wrk_cpu (means over the rounds; p99 is the worst round's), tps pg_failed
+# pg_latency pg_cpu, and rounds_report (one line per round with its own ratio).
+side_by_side() {
+    local script=$1; shift
+    local round side before after wrk_acc="0 0 0 0 0 0" pg_acc="0 0 0 0 0 0" wrk_n=0 pg_n=0
+    local r_rps r_p50 r_p99 r_tps sum_rps=0 sum_p50=0 sum_tps=0 sum_latency=0
+    p99=0; errors=0; pg_failed=0; rounds_report=""
+    for round in $(seq "$rounds"); do
+        local order="wrk pgbench"; [ $((round % 2)) = 0 ] && order="pgbench wrk"
+        for side in $order; do
+            before=$(cpu_snapshot)
+            if [ "$side" = wrk ]; then
+                wrk -t2 -c"$connections" -d"${duration}s" --latency "$@" >"$dir/wrk-$round.txt"
+                after=$(cpu_snapshot)
+                wrk_acc=$(cpu_add "$wrk_acc" "$before" "$after")
+                wrk_n=$((wrk_n + $(wrk_count "$dir/wrk-$round.txt")))
+                errors=$((errors + $(wrk_errors "$dir/wrk-$round.txt")))
+                read -r r_rps r_p50 r_p99 < <(wrk_summary "$dir/wrk-$round.txt")
+            else
+                run_pgbench "$script" "$dir/pgbench-$round.txt"
+                after=$(cpu_snapshot)
+                pg_acc=$(cpu_add "$pg_acc" "$before" "$after")
+                pg_n=$((pg_n + $(pgbench_count "$dir/pgbench-$round.txt")))
+                pg_failed=$((pg_failed + $(pgbench_failed "$dir/pgbench-$round.txt")))
+                r_tps=$(pgbench_tps "$dir/pgbench-$round.txt")
+                sum_latency=$(awk -v a="$sum_latency" -v f="$dir/pgbench-$round.txt" 'BEGIN {
+                    while ((getline line < f) > 0) if (line ~ /^latency average/) { split(line, w, " "); print a + w[4]; exit } }')
+            fi
+        done
+        sum_rps=$((sum_rps + r_rps)); sum_tps=$((sum_tps + r_tps))
+        sum_p50=$(awk -v a="$sum_p50" -v b="$r_p50" 'BEGIN {print a + b}')
+        p99=$(awk -v a="$p99" -v b="$r_p99" 'BEGIN {print (b > a ? b : a)}')
+        rounds_report+="  round $round ($order): end to end $r_rps/s (p50 $r_p50 ms, p99 $r_p99 ms), pgbench $r_tps/s, ratio $(ratio "$r_rps" "$r_tps")"$'\n'
+    done
+    rps=$((sum_rps / rounds)); tps=$((sum_tps / rounds))
+    p50=$(awk -v a="$sum_p50" -v n="$rounds" 'BEGIN {printf "%.2f", a / n}')
+    pg_latency=$(awk -v a="$sum_latency" -v n="$rounds" 'BEGIN {printf "%.3f", a / n}')
+    wrk_cpu=$(cpu_report "0 0 0 0 0 0" "$wrk_acc" "$wrk_n")
+    pg_cpu=$(cpu_report "0 0 0 0 0 0" "$pg_acc" "$pg_n")
+    rounds_report=${rounds_report%$'\n'}
 }
