@@ -26,7 +26,10 @@ final class Dispatcher: Sendable {
 
     /// What `acceptConnection()` did.
     enum Accepted: Equatable {
-        /// A connection was accepted and parked until its first request arrives (or nothing was waiting).
+        /// A connection was accepted and its request has begun to arrive: the caller owns it and serves it at
+        /// once, then gives it to `park(_:watched: false)` or reports it `closed`.
+        case ready(Int32)
+        /// A connection was accepted and parked until the web server writes on it, or nothing was waiting.
         case done
         /// Out of descriptors or memory: the connection stays queued; try again after a pause.
         case exhausted
@@ -77,28 +80,35 @@ final class Dispatcher: Sendable {
         }
     }
 
-    /// After a `.listener` event: accepts one connection, hands the listener back to the set, and parks the
-    /// connection until the web server sends on it (so no worker blocks on a peer that has not written yet).
+    /// After a `.listener` event: accepts one connection and hands the listener back to the set. A connection
+    /// whose request has begun to arrive (nginx writes right after connecting) is returned to be served at
+    /// once; one that is still silent is parked until the web server writes on it, so no worker blocks on it.
     func acceptConnection() -> Accepted {
-        let fd = accept(listenFd, nil, nil)
-        if fd >= 0 {
-            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-            open.withLock { $0[fd, default: 0] += 1 }
-            if !control(EPOLL_CTL_ADD, fd, oneShot: true) {
-                Glibc.close(fd)
-                closed(fd)
-            }
-        } else {
+        let fd = accept(listenFd, nil, nil)  // (accept4 is hidden: the toolchain's Glibc lacks _GNU_SOURCE)
+        guard fd >= 0 else {
             switch errno {
             case EAGAIN, EWOULDBLOCK, EINTR, ECONNABORTED, EPROTO:
-                break  // taken by another process sharing the socket, or gone before we got to it
+                rearmListener()  // taken by another process sharing the socket, or gone before we got to it
+                return .done
             case EMFILE, ENFILE, ENOBUFS, ENOMEM:
                 return .exhausted  // the caller pauses, then calls rearmListener()
             case let code:
                 return .failed(code)
             }
         }
-        rearmListener()
+        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+        rearmListener()  // before serving, so another worker can accept the next connection meanwhile
+        open.withLock { $0[fd, default: 0] += 1 }
+        var byte: UInt8 = 0
+        switch recv(fd, &byte, 1, Int32(MSG_PEEK) | Int32(MSG_DONTWAIT)) {
+        case 1:
+            return .ready(fd)
+        case 0:
+            Glibc.close(fd)  // hung up without a word
+            closed(fd)
+        default:
+            park(fd, watched: false)
+        }
         return .done
     }
 
@@ -107,10 +117,11 @@ final class Dispatcher: Sendable {
         _ = control(EPOLL_CTL_MOD, listenFd, oneShot: true)
     }
 
-    /// Gives a connection back to the set until its next request; a connection that cannot be watched is
-    /// closed (the web server then opens a new one).
-    func park(_ fd: Int32) {
-        if !control(EPOLL_CTL_MOD, fd, oneShot: true) {
+    /// Gives a connection back to the set until its next request (`watched`: it came from `next()`, so the set
+    /// knows it already; false for one from `.ready` or just accepted). A connection that cannot be watched
+    /// is closed (the web server then opens a new one).
+    func park(_ fd: Int32, watched: Bool = true) {
+        if !control(watched ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, fd, oneShot: true) {
             Glibc.close(fd)
             closed(fd)
         }

@@ -33,17 +33,27 @@ final class RequestSlot {
 
     /// Ends the request (libfcgi flushes the output and sends END_REQUEST). True when the connection stays
     /// open for its next request: the web server asked to keep it (`fastcgi_keep_conn on`) and it is still
-    /// sound; otherwise libfcgi has closed it. With `drainingInput`, what the handler left unread of the body
-    /// is read to its end first, so the next request starts on a clean stream; a body left unread on purpose
-    /// (over the cap) or a rest over 64 KB closes the connection instead.
+    /// sound. Otherwise it is closed: by us, at once, when the request was read to its end; by libfcgi, which
+    /// first waits (up to 2 s) for the peer to hang up while reading what it still sends, when part of the
+    /// body was left unread (so a TCP peer gets the answer rather than a reset). With `drainingInput`, what
+    /// the handler left of the body is read to its end first (at most 64 KB more); a body left unread on
+    /// purpose (over the cap) is not.
     func finish(drainingInput: Bool) -> Bool {
-        if !drainingInput || !drainInput(limit: 64 * 1024) {
+        guard drainingInput, drainInput(limit: 64 * 1024) else {
             request.pointee.keepConnection = 0
+            FCGX_Finish_r(request)
+            return false
         }
-        FCGX_Finish_r(request)
-        guard request.pointee.ipcFd >= 0 else { return false }
+        let webServerKeeps = request.pointee.keepConnection != 0
+        request.pointee.keepConnection = 1
+        FCGX_Finish_r(request)  // still closes the connection if writing the answer failed
+        let fd = request.pointee.ipcFd
+        guard fd >= 0 else { return false }
         request.pointee.ipcFd = -1
-        return true
+        if webServerKeeps { return true }
+        // Nothing unread to linger for: the web server reads the answer, then end of file.
+        Glibc.close(fd)
+        return false
     }
 
     /// Reads the rest of the request's stdin up to its end record; false if more than `limit` bytes remain

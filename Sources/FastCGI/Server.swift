@@ -180,6 +180,8 @@ public final class Server: Sendable {
                 return
             case .listener:
                 switch dispatcher.acceptConnection() {
+                case .ready(let fd):
+                    answer(on: fd, watched: false, slot: slot, handler: handler)
                 case .done:
                     continue
                 case .exhausted:
@@ -190,19 +192,24 @@ public final class Server: Sendable {
                     return
                 }
             case .connection(let fd):
-                // false: the web server closed the connection, or sent no valid request (libfcgi closed it).
-                guard slot.begin(on: fd) else {
-                    dispatcher.closed(fd)
-                    continue
-                }
-                let request = slot.read(maxBodyBytes: maxBodyBytes)
-                slot.write(handler.handle(request))
-                if slot.finish(drainingInput: !request.bodyTooLarge) {
-                    dispatcher.park(fd)
-                } else {
-                    dispatcher.closed(fd)
-                }
+                answer(on: fd, watched: true, slot: slot, handler: handler)
             }
+        }
+    }
+
+    /// Serves the request arriving on `fd` (owned by this worker), then parks the connection if it is kept.
+    private func answer(on fd: Int32, watched: Bool, slot: RequestSlot, handler: any Handler) {
+        // false: the web server closed the connection, or sent no valid request (libfcgi closed it).
+        guard slot.begin(on: fd) else {
+            dispatcher.closed(fd)
+            return
+        }
+        let request = slot.read(maxBodyBytes: maxBodyBytes)
+        slot.write(handler.handle(request))
+        if slot.finish(drainingInput: !request.bodyTooLarge) {
+            dispatcher.park(fd, watched: watched)
+        } else {
+            dispatcher.closed(fd)
         }
     }
 }

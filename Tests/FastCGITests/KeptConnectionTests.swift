@@ -67,6 +67,23 @@ import Testing
         #expect(connection.closedByPeer())
     }
 
+    /// A connection the web server did not ask to keep is closed by the responder right after the answer;
+    /// the worker does not wait for the peer to hang up first (libfcgi's close would wait up to 2 s).
+    @Test func closingAnUnkeptConnectionDoesNotWaitForThePeer() throws {
+        let dir = try TempDir()
+        let running = RunningServer(try Server(listen: .unix(dir.file("s")), workers: 1, maxBodyBytes: 64),
+                                    handler: pathEcho)
+        defer { running.stop() }
+        let lingering = try RawFastCGIConnection(unixPath: dir.file("s"))
+        try lingering.send(params: ["DOCUMENT_URI": "/one"], keep: false)
+        #expect(try lingering.readResponse().body == Array("/one".utf8))
+        // `lingering` stays open on this side; the only worker must already be free.
+        let next = try RawFastCGIConnection(unixPath: dir.file("s"))
+        try next.send(params: ["DOCUMENT_URI": "/two"], keep: false)
+        #expect(try next.readResponse(seconds: 1).body == Array("/two".utf8))
+        #expect(lingering.closedByPeer())
+    }
+
     /// A body over the cap is not read; the connection cannot carry another request, so it is closed.
     @Test func bodyOverTheCapClosesAKeptConnection() throws {
         let dir = try TempDir()
@@ -127,10 +144,30 @@ import Testing
                                     handler: pathEcho)
         defer { running.stop() }
         let silent = try RawFastCGIConnection(unixPath: dir.file("s"))
+        usleep(100_000)  // accepted and parked while it says nothing
         let talking = try RawFastCGIConnection(unixPath: dir.file("s"))
         try talking.send(params: ["DOCUMENT_URI": "/t"], keep: false)
         #expect(try talking.readResponse().body == Array("/t".utf8))
-        _ = silent
+        // Accepted while silent, it waited in the set; when it speaks, it is served, and kept.
+        try silent.send(params: ["DOCUMENT_URI": "/s1"], keep: true)
+        #expect(try silent.readResponse().body == Array("/s1".utf8))
+        try silent.send(params: ["DOCUMENT_URI": "/s2"], keep: true)
+        #expect(try silent.readResponse().body == Array("/s2".utf8))
+    }
+
+    /// A request already waiting when its connection is accepted is served by the accepting worker; kept,
+    /// the connection then joins the set like any other.
+    @Test func aConnectionWhoseRequestIsWaitingIsServedAtOnceThenKept() throws {
+        let dir = try TempDir()
+        let server = try Server(listen: .unix(dir.file("s")), workers: 1, maxBodyBytes: 64)
+        let connection = try RawFastCGIConnection(unixPath: dir.file("s"))  // queued before any worker runs
+        try connection.send(params: ["DOCUMENT_URI": "/early"], keep: true)
+        let running = RunningServer(server, handler: pathEcho)
+        defer { running.stop() }
+        #expect(try connection.readResponse().body == Array("/early".utf8))
+        try connection.send(params: ["DOCUMENT_URI": "/later"], keep: true)
+        #expect(try connection.readResponse().body == Array("/later".utf8))
+        #expect(server.dispatcher.openConnections == 1)
     }
 
     @Test func stopClosesIdleKeptConnections() throws {
