@@ -80,7 +80,7 @@ import Testing
         // `lingering` stays open on this side; the only worker must already be free.
         let next = try RawFastCGIConnection(unixPath: dir.file("s"))
         try next.send(params: ["DOCUMENT_URI": "/two"], keep: false)
-        #expect(try next.readResponse(seconds: 1).body == Array("/two".utf8))
+        #expect(try next.readResponse(seconds: 1.5).body == Array("/two".utf8))
         #expect(lingering.closedByPeer())
     }
 
