@@ -47,8 +47,14 @@ final class Dispatcher: Sendable {
     /// between, and its increment must survive the late decrement.
     private let open = Mutex<[Int32: Int]>([:])
 
+    /// SO_RCVTIMEO and SO_SNDTIMEO of every accepted connection: the longest a worker blocks reading a
+    /// request that has begun to arrive, or writing an answer the peer does not read.
+    private let ioTimeout: timeval
+
     /// The set over `listenFd` (non-blocking) and `wakeFd` (stays readable once `stop()` writes to it).
-    init(listenFd: Int32, wakeFd: Int32) throws(FastCGIError) {
+    init(listenFd: Int32, wakeFd: Int32, ioTimeout: Duration = .seconds(30)) throws(FastCGIError) {
+        let (seconds, attoseconds) = ioTimeout.components
+        self.ioTimeout = timeval(tv_sec: Int(seconds), tv_usec: Int(attoseconds / 1_000_000_000_000))
         let epoll = epoll_create1(Int32(EPOLL_CLOEXEC))
         guard epoll >= 0 else { throw FastCGIError(.startFailed, errnoText("epoll_create1")) }
         self.epoll = epoll
@@ -80,6 +86,18 @@ final class Dispatcher: Sendable {
         }
     }
 
+    /// Once stopping: the connections on which something has arrived and no worker has taken yet (without
+    /// waiting; empty when there are none). The caller owns them.
+    func waitingConnections() -> [Int32] {
+        var events = [epoll_event](repeating: epoll_event(), count: 16)
+        while true {
+            let count = epoll_wait(epoll, &events, Int32(events.count), 0)
+            if count < 0 && errno == EINTR { continue }
+            guard count > 0 else { return [] }
+            return events.prefix(Int(count)).map { $0.data.fd }.filter { $0 != wakeFd && $0 != listenFd }
+        }
+    }
+
     /// After a `.listener` event: accepts one connection and hands the listener back to the set. A connection
     /// whose request has begun to arrive (nginx writes right after connecting) is returned to be served at
     /// once; one that is still silent is parked until the web server writes on it, so no worker blocks on it.
@@ -87,16 +105,23 @@ final class Dispatcher: Sendable {
         let fd = accept(listenFd, nil, nil)  // (accept4 is hidden: the toolchain's Glibc lacks _GNU_SOURCE)
         guard fd >= 0 else {
             switch errno {
-            case EAGAIN, EWOULDBLOCK, EINTR, ECONNABORTED, EPROTO:
-                rearmListener()  // taken by another process sharing the socket, or gone before we got to it
-                return .done
             case EMFILE, ENFILE, ENOBUFS, ENOMEM:
                 return .exhausted  // the caller pauses, then calls rearmListener()
-            case let code:
-                return .failed(code)
+            case EBADF, EINVAL, ENOTSOCK, EOPNOTSUPP, EFAULT:
+                return .failed(errno)  // the listener itself is unusable
+            default:
+                // EAGAIN (another process sharing the socket took it), ECONNABORTED, EPROTO, and what a TCP
+                // connection can die of before it is accepted (ECONNRESET, ETIMEDOUT, ...), or EPERM from a
+                // security module: that connection is lost, the listener is fine.
+                rearmListener()
+                return .done
             }
         }
         _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+        var timeout = ioTimeout
+        let size = socklen_t(MemoryLayout<timeval>.size)
+        _ = setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, size)
+        _ = setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, size)
         rearmListener()  // before serving, so another worker can accept the next connection meanwhile
         open.withLock { $0[fd, default: 0] += 1 }
         var byte: UInt8 = 0

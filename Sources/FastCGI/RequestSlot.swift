@@ -26,34 +26,62 @@ final class RequestSlot {
         // FCGX_Accept_r first finishes "the previous request" and would close ipcFd unless it is marked kept;
         // the web server's own keep flag is read from the request's BEGIN record right after.
         request.pointee.keepConnection = 1
+        // "Detached": when libfcgi closes the connection (end of file, garbage, a stream error) it closes it
+        // plainly, instead of first waiting up to 2 s, or for as long as data trickles in, for the peer to
+        // hang up, with this worker blocked.
+        request.pointee.detached = 1
         if FCGX_Accept_r(request) == 0 { return true }
         request.pointee.ipcFd = -1
         return false
     }
 
+    /// Whether reading the request's input failed (the peer went away, or stalled past the I/O timeout).
+    var inputFailed: Bool {
+        guard let input = request.pointee.in else { return false }
+        return FCGX_GetError(input) != 0
+    }
+
     /// Ends the request (libfcgi flushes the output and sends END_REQUEST). True when the connection stays
-    /// open for its next request: the web server asked to keep it (`fastcgi_keep_conn on`) and it is still
-    /// sound. Otherwise it is closed: by us, at once, when the request was read to its end; by libfcgi, which
-    /// first waits (up to 2 s) for the peer to hang up while reading what it still sends, when part of the
-    /// body was left unread (so a TCP peer gets the answer rather than a reset). With `drainingInput`, what
-    /// the handler left of the body is read to its end first (at most 64 KB more); a body left unread on
-    /// purpose (over the cap) is not.
+    /// open for its next request: the web server asked to keep it (`fastcgi_keep_conn on`), the request was
+    /// read to its end and the connection is sound. Otherwise it is closed: at once when the request was
+    /// read to its end (or the connection failed), else after `closeDiscardingInput`. With `drainingInput`,
+    /// what the handler left of the body is read to its end first (at most 64 KB more); a body left unread
+    /// on purpose (over the cap) is not.
     func finish(drainingInput: Bool) -> Bool {
-        guard drainingInput, drainInput(limit: 64 * 1024) else {
-            request.pointee.keepConnection = 0
-            FCGX_Finish_r(request)
-            return false
-        }
+        let drained = drainingInput && drainInput(limit: 64 * 1024)
         let webServerKeeps = request.pointee.keepConnection != 0
         request.pointee.keepConnection = 1
-        FCGX_Finish_r(request)  // still closes the connection if writing the answer failed
+        request.pointee.detached = 1
+        FCGX_Finish_r(request)  // closes the connection (plainly) only if reading or writing failed
         let fd = request.pointee.ipcFd
         guard fd >= 0 else { return false }
         request.pointee.ipcFd = -1
-        if webServerKeeps { return true }
-        // Nothing unread to linger for: the web server reads the answer, then end of file.
-        Glibc.close(fd)
+        if drained && webServerKeeps { return true }
+        if drained { Glibc.close(fd) } else { closeDiscardingInput(fd) }
         return false
+    }
+
+    /// Closes a connection whose request was not read to its end, as libfcgi would but bounded: stop sending,
+    /// read and discard what the peer still sends for at most 1 s and 1 MB, then close, so that a TCP peer
+    /// reads the answer rather than a reset and a peer that keeps sending cannot hold the worker.
+    private func closeDiscardingInput(_ fd: Int32) {
+        _ = shutdown(fd, Int32(SHUT_WR))
+        var scratch = [UInt8](repeating: 0, count: 16 * 1024)
+        var left = 1 << 20
+        var start = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &start)
+        while left > 0 {
+            var now = timespec()
+            clock_gettime(CLOCK_MONOTONIC, &now)
+            let elapsed = (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1_000_000
+            guard elapsed < 1000 else { break }
+            var pending = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            guard poll(&pending, 1, Int32(1000 - elapsed)) == 1 else { break }
+            let got = scratch.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, min($0.count, left)) }
+            if got <= 0 { break }
+            left -= got
+        }
+        Glibc.close(fd)
     }
 
     /// Reads the rest of the request's stdin up to its end record; false if more than `limit` bytes remain

@@ -36,8 +36,11 @@ public final class Server: Sendable {
     /// Opens (or adopts) the listening socket. `socketMode` is the permission of a unix socket file:
     /// the default 0o660 lets the owner and the group connect, so run the service with nginx's group
     /// (www-data) or pass 0o666 and protect the socket's directory instead.
+    ///
+    /// `ioTimeout` bounds how long a worker blocks on one connection: reading a request that has begun to
+    /// arrive, or writing an answer the web server does not read (the connection is then closed).
     public init(listen: Listen, workers: Int, maxBodyBytes: Int, socketMode: UInt32 = 0o660,
-                backlog: Int32 = SOMAXCONN) throws(FastCGIError) {
+                backlog: Int32 = SOMAXCONN, ioTimeout: Duration = .seconds(30)) throws(FastCGIError) {
         guard workers >= 1, maxBodyBytes >= 0, socketMode <= 0o777 else {
             throw FastCGIError(.badConfiguration, "workers must be >= 1 and maxBodyBytes >= 0")
         }
@@ -48,7 +51,7 @@ public final class Server: Sendable {
         do throws(FastCGIError) {
             let listener = try Listener.open(listen, socketMode: socketMode, backlog: backlog)
             do throws(FastCGIError) {
-                self.dispatcher = try Dispatcher(listenFd: listener.fd, wakeFd: pipeEnds[0])
+                self.dispatcher = try Dispatcher(listenFd: listener.fd, wakeFd: pipeEnds[0], ioTimeout: ioTimeout)
             } catch {
                 listener.close()
                 throw error
@@ -171,10 +174,10 @@ public final class Server: Sendable {
     private func serve(worker index: Int, makeHandler: @Sendable (Int) -> any Handler) {
         let handler = makeHandler(index)
         let slot = RequestSlot()
-        while !stopping.load(ordering: .acquiring) {
+        serving: while !stopping.load(ordering: .acquiring) {
             switch dispatcher.next() {
             case .stop:
-                return
+                break serving
             case .failed(let code):
                 fail(FastCGIError(.acceptFailed, errnoText("epoll_wait", code)))
                 return
@@ -195,6 +198,11 @@ public final class Server: Sendable {
                 answer(on: fd, watched: true, slot: slot, handler: handler)
             }
         }
+        // Stopping: requests already waiting on open connections are answered (each connection is closed
+        // after its answer); connections still idle are closed when `run` returns.
+        while case let waiting = dispatcher.waitingConnections(), !waiting.isEmpty {
+            for fd in waiting { answer(on: fd, watched: true, slot: slot, handler: handler) }
+        }
     }
 
     /// Serves the request arriving on `fd` (owned by this worker), then parks the connection if it is kept.
@@ -205,9 +213,16 @@ public final class Server: Sendable {
             return
         }
         let request = slot.read(maxBodyBytes: maxBodyBytes)
-        slot.write(handler.handle(request))
+        // A request whose input broke off (the peer vanished, or stalled past ioTimeout) is not handled:
+        // its body may be cut short. libfcgi closes the connection in finish.
+        if !slot.inputFailed { slot.write(handler.handle(request)) }
         if slot.finish(drainingInput: !request.bodyTooLarge) {
-            dispatcher.park(fd, watched: watched)
+            if stopping.load(ordering: .acquiring) {
+                Glibc.close(fd)  // answered; nginx must not send another request on it
+                dispatcher.closed(fd)
+            } else {
+                dispatcher.park(fd, watched: watched)
+            }
         } else {
             dispatcher.closed(fd)
         }

@@ -170,6 +170,76 @@ import Testing
         #expect(server.dispatcher.openConnections == 1)
     }
 
+    /// stop() while a request waits on a kept connection (its worker busy with another): it is answered
+    /// before `run` returns, and the connection is closed after its answer.
+    @Test func stopAnswersRequestsAlreadyWaitingOnKeptConnections() throws {
+        let dir = try TempDir()
+        let entered = Latch()
+        let release = Latch()
+        let server = try Server(listen: .unix(dir.file("s")), workers: 1, maxBodyBytes: 64)
+        let running = RunningServer(server) { request in
+            if request.path == "/slow" {
+                entered.signal()
+                _ = release.wait(for: 1)
+            }
+            return Response(status: 200, contentType: "text/plain", body: request.path)
+        }
+        let kept = try RawFastCGIConnection(unixPath: dir.file("s"))
+        try kept.send(params: ["DOCUMENT_URI": "/b1"], keep: true)
+        #expect(try kept.readResponse().body == Array("/b1".utf8))
+        let slow = try RawFastCGIConnection(unixPath: dir.file("s"))
+        try slow.send(params: ["DOCUMENT_URI": "/slow"], keep: true)
+        #expect(entered.wait(for: 1))
+        try kept.send(params: ["DOCUMENT_URI": "/b2"], keep: true)  // waits: the only worker is busy
+        usleep(50_000)
+        server.stop()
+        release.signal()
+        #expect(try slow.readResponse().body == Array("/slow".utf8))
+        #expect(try kept.readResponse().body == Array("/b2".utf8))
+        #expect(running.waitForReturn() != nil)
+        #expect(slow.closedByPeer())
+        #expect(kept.closedByPeer())
+    }
+
+    /// Garbage instead of a request: the connection is closed at once, without lingering on the worker.
+    @Test func garbageIsClosedWithoutHoldingTheWorker() throws {
+        let dir = try TempDir()
+        let server = try Server(listen: .unix(dir.file("s")), workers: 1, maxBodyBytes: 64)
+        let running = RunningServer(server, handler: pathEcho)
+        defer { running.stop() }
+        let garbage = try RawFastCGIConnection(unixPath: dir.file("s"))
+        try garbage.write(Array("GET / HTTP/1.1\r\nHost: x\r\n\r\n".utf8))
+        #expect(garbage.closedByPeer())
+        let next = try RawFastCGIConnection(unixPath: dir.file("s"))
+        try next.send(params: ["DOCUMENT_URI": "/ok"], keep: false)
+        #expect(try next.readResponse(seconds: 1.5).body == Array("/ok".utf8))
+        #expect(waitUntil { server.dispatcher.openConnections == 0 })
+    }
+
+    /// A peer that sends part of a request and stalls holds a worker only until the I/O timeout; a request
+    /// whose body stalls is not handled at all (its body would be cut short).
+    @Test func stalledRequestsAreDroppedAfterTheIOTimeout() throws {
+        let dir = try TempDir()
+        let recorder = Recorder()
+        let server = try Server(listen: .unix(dir.file("s")), workers: 1, maxBodyBytes: 64,
+                                ioTimeout: .milliseconds(300))
+        let running = RunningServer(server, handler: recordingHandler(recorder))
+        defer { running.stop() }
+        let full = RawFastCGIConnection.request(params: ["DOCUMENT_URI": "/stalled", "CONTENT_LENGTH": "10"],
+                                                stdin: Array("0123456789".utf8), keep: true)
+        let headerOnly = try RawFastCGIConnection(unixPath: dir.file("s"))
+        try headerOnly.write(Array(full.prefix(12)))  // inside BEGIN_REQUEST
+        #expect(headerOnly.closedByPeer(seconds: 5, discarding: true))
+        let bodyCut = try RawFastCGIConnection(unixPath: dir.file("s"))
+        try bodyCut.write(Array(full.dropLast(8 + 6)))  // params and the first 4 body bytes, then silence
+        #expect(bodyCut.closedByPeer(seconds: 5, discarding: true))
+        #expect(recorder.requests.isEmpty)
+        let next = try RawFastCGIConnection(unixPath: dir.file("s"))
+        try next.send(params: ["DOCUMENT_URI": "/next"], keep: false)
+        #expect(try next.readResponse().body == Array("ok 0".utf8))
+        #expect(recorder.requests.map(\.path) == ["/next"])
+    }
+
     @Test func stopClosesIdleKeptConnections() throws {
         let dir = try TempDir()
         let server = try Server(listen: .unix(dir.file("s")), workers: 2, maxBodyBytes: 64)
@@ -258,12 +328,17 @@ final class RawFastCGIConnection {
         }
     }
 
-    /// True when the responder closes the connection within `seconds` (no more bytes, then end of file).
-    func closedByPeer(seconds: Double = 5) -> Bool {
-        var pending = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-        guard poll(&pending, 1, Int32(seconds * 1000)) == 1 else { return false }
+    /// True when the responder closes the connection within `seconds`: no more bytes, then end of file
+    /// (with `discarding`, any bytes it still sends first are skipped).
+    func closedByPeer(seconds: Double = 5, discarding: Bool = false) -> Bool {
         var byte: UInt8 = 0
-        return Glibc.read(fd, &byte, 1) == 0
+        while true {
+            var pending = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            guard poll(&pending, 1, Int32(seconds * 1000)) == 1 else { return false }
+            let got = Glibc.read(fd, &byte, 1)
+            if got == 0 { return true }
+            if got < 0 || !discarding { return false }
+        }
     }
 
     private func read(count: Int, seconds: Double) throws -> [UInt8] {
