@@ -240,6 +240,41 @@ import Testing
         #expect(recorder.requests.map(\.path) == ["/next"])
     }
 
+    /// Several workers, many clients at once, kept and unkept connections mixed, descriptor numbers reused
+    /// as connections come and go: every request gets its own answer, and no connection is left counted.
+    @Test func manyClientsOnKeptAndUnkeptConnectionsAllGetTheirAnswers() throws {
+        let dir = try TempDir()
+        let server = try Server(listen: .unix(dir.file("s")), workers: 3, maxBodyBytes: 64)
+        let running = RunningServer(server, handler: pathEcho)
+        defer { running.stop() }
+        let clients = 8, perClient = 60
+        let done = Latch()
+        let wrong = Recorder()
+        for client in 0..<clients {
+            Thread { [path = dir.file("s")] in
+                var connection: RawFastCGIConnection?
+                for index in 0..<perClient {
+                    let keep = (client + index) % 3 != 0
+                    let uri = "/c\(client)/\(index)"
+                    do {
+                        if connection == nil { connection = try RawFastCGIConnection(unixPath: path) }
+                        try connection?.send(params: ["DOCUMENT_URI": uri], keep: keep)
+                        let body = try connection?.readResponse().body
+                        if body != Array(uri.utf8) { wrong.record(Request(params: ["DOCUMENT_URI": uri], body: [])) }
+                    } catch {
+                        wrong.record(Request(params: ["DOCUMENT_URI": uri], body: []))
+                    }
+                    if !keep { connection = nil }
+                }
+                connection = nil
+                done.signal()
+            }.start()
+        }
+        #expect(done.wait(for: clients, seconds: 30))
+        #expect(wrong.requests.map(\.path) == [])
+        #expect(waitUntil { server.dispatcher.openConnections == 0 })
+    }
+
     @Test func stopClosesIdleKeptConnections() throws {
         let dir = try TempDir()
         let server = try Server(listen: .unix(dir.file("s")), workers: 2, maxBodyBytes: 64)
