@@ -20,7 +20,7 @@ final class RequestSlot {
     }
 
     /// Reads the next request's parameters from `fd` (which the caller owns). False when the connection
-    /// ended or carried no valid request: libfcgi has then closed it.
+    /// ended or carried no valid responder request: it has then been closed.
     func begin(on fd: Int32) -> Bool {
         request.pointee.ipcFd = fd
         // FCGX_Accept_r first finishes "the previous request" and would close ipcFd unless it is marked kept;
@@ -30,9 +30,17 @@ final class RequestSlot {
         // plainly, instead of first waiting up to 2 s, or for as long as data trickles in, for the peer to
         // hang up, with this worker blocked.
         request.pointee.detached = 1
-        if FCGX_Accept_r(request) == 0 { return true }
-        request.pointee.ipcFd = -1
-        return false
+        guard FCGX_Accept_r(request) == 0 else {
+            request.pointee.ipcFd = -1
+            return false
+        }
+        guard request.pointee.role == 1 else {  // FCGI_RESPONDER: authorizer and filter requests are not served
+            request.pointee.keepConnection = 0
+            request.pointee.detached = 1
+            FCGX_Finish_r(request)  // ends it without output and closes the connection
+            return false
+        }
+        return true
     }
 
     /// Whether reading the request's input failed (the peer went away, or stalled past the I/O timeout).

@@ -216,6 +216,26 @@ import Testing
         #expect(waitUntil { server.dispatcher.openConnections == 0 })
     }
 
+    /// Only the responder role is served: an authorizer or filter request is ended and its connection closed.
+    @Test(arguments: [UInt8(2), 3])
+    func otherRolesAreNotHandedToTheHandler(role: UInt8) throws {
+        let dir = try TempDir()
+        let recorder = Recorder()
+        let server = try Server(listen: .unix(dir.file("s")), workers: 1, maxBodyBytes: 64)
+        let running = RunningServer(server, handler: recordingHandler(recorder))
+        defer { running.stop() }
+        let other = try RawFastCGIConnection(unixPath: dir.file("s"))
+        var bytes = RawFastCGIConnection.request(params: ["DOCUMENT_URI": "/role"], keep: true)
+        bytes[9] = role  // BEGIN_REQUEST body: role (2 bytes, big-endian), flags
+        try other.write(bytes)
+        #expect(other.closedByPeer(discarding: true))
+        let next = try RawFastCGIConnection(unixPath: dir.file("s"))
+        try next.send(params: ["DOCUMENT_URI": "/responder"], keep: false)
+        #expect(try next.readResponse().body == Array("ok 0".utf8))
+        #expect(recorder.requests.map(\.path) == ["/responder"])
+        #expect(waitUntil { server.dispatcher.openConnections == 0 })
+    }
+
     /// A peer that sends part of a request and stalls holds a worker only until the I/O timeout; a request
     /// whose body stalls is not handled at all (its body would be cut short).
     @Test func stalledRequestsAreDroppedAfterTheIOTimeout() throws {
