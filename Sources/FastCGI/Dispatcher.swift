@@ -129,8 +129,7 @@ final class Dispatcher: Sendable {
         case 1:
             return .ready(fd)
         case 0:
-            Glibc.close(fd)  // hung up without a word
-            closed(fd)
+            close(fd)  // hung up without a word
         default:
             park(fd, watched: false)
         }
@@ -146,13 +145,16 @@ final class Dispatcher: Sendable {
     /// knows it already; false for one from `.ready` or just accepted). A connection that cannot be watched
     /// is closed (the web server then opens a new one).
     func park(_ fd: Int32, watched: Bool = true) {
-        if !control(watched ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, fd, oneShot: true) {
-            Glibc.close(fd)
-            closed(fd)
-        }
+        if !control(watched ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, fd, oneShot: true) { close(fd) }
     }
 
-    /// Reports that a connection handed out by `next()` has been closed (by libfcgi).
+    /// Closes a connection the caller owns, and forgets it.
+    func close(_ fd: Int32) {
+        Glibc.close(fd)
+        closed(fd)
+    }
+
+    /// Reports that a connection the caller owned has been closed (by libfcgi, or by the request slot).
     func closed(_ fd: Int32) {
         open.withLock { counts in
             guard let count = counts[fd] else { return }

@@ -36,8 +36,7 @@ final class RequestSlot {
         }
         guard request.pointee.role == 1 else {  // FCGI_RESPONDER: authorizer and filter requests are not served
             request.pointee.keepConnection = 0
-            request.pointee.detached = 1
-            FCGX_Finish_r(request)  // ends it without output and closes the connection
+            FCGX_Finish_r(request)  // ends it without output and closes the connection (still detached)
             return false
         }
         return true

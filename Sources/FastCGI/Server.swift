@@ -218,8 +218,7 @@ public final class Server: Sendable {
         if !slot.inputFailed { slot.write(handler.handle(request)) }
         if slot.finish(drainingInput: !request.bodyTooLarge) {
             if stopping.load(ordering: .acquiring) {
-                Glibc.close(fd)  // answered; nginx must not send another request on it
-                dispatcher.closed(fd)
+                dispatcher.close(fd)  // answered; nginx must not send another request on it
             } else {
                 dispatcher.park(fd, watched: watched)
             }

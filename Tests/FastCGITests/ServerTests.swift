@@ -208,18 +208,8 @@ import Testing
         let recorder = Recorder()
         let running = RunningServer(try Server(listen: .unix(dir.file("s")), workers: 1, maxBodyBytes: 16),
                                     handler: recordingHandler(recorder))
-        for _ in 0..<3 {  // like a health probe: connect, send nothing, hang up
-            let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-            var address = sockaddr_un()
-            address.sun_family = sa_family_t(AF_UNIX)
-            withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: dir.file("s").utf8) }
-            let connected = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
-                }
-            }
-            #expect(connected == 0)
-            close(fd)
+        for _ in 0..<3 {  // like a health probe: connect, send nothing, hang up (the deinit closes it)
+            _ = try RawFastCGIConnection(unixPath: dir.file("s"))
         }
         _ = try cgiFCGI(connect: dir.file("s"), params: ["REQUEST_METHOD": "GET"])
         #expect(recorder.requests.count == 1)

@@ -1,6 +1,8 @@
-// Test helpers: temp folders, child processes, a Server running on its own thread, and cgi-fcgi as a real peer.
+// Test helpers: temp folders, child processes, a Server running on its own thread, cgi-fcgi as a real peer,
+// and a raw FastCGI client for driving connections record by record.
 import FastCGI
 import Foundation
+import Glibc
 import Synchronization
 import TestSupport
 
@@ -143,5 +145,101 @@ func recordingHandler(_ recorder: Recorder) -> @Sendable (Request) -> Response {
     { request in
         recorder.record(request)
         return Response(status: 200, contentType: "text/plain", body: "ok \(request.body.count)")
+    }
+}
+
+/// A FastCGI client connection over a unix socket, speaking the records by hand (request id 1, as nginx does).
+final class RawFastCGIConnection {
+    let fd: Int32
+
+    init(unixPath: String) throws {
+        fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: unixPath.utf8) }
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
+        guard connected == 0 else {
+            close(fd)
+            throw TestFailure("connect \(unixPath) failed")
+        }
+    }
+
+    deinit { close(fd) }
+
+    /// Sends one responder request (see `request`).
+    func send(params: [String: String], stdin: [UInt8] = [], keep: Bool) throws {
+        try write(Self.request(params: params, stdin: stdin, keep: keep))
+    }
+
+    /// The records of one responder request: BEGIN_REQUEST (with FCGI_KEEP_CONN when `keep`), the params,
+    /// the stdin in one record, then the empty STDIN record that ends it.
+    static func request(params: [String: String], stdin: [UInt8] = [], keep: Bool) -> [UInt8] {
+        var bytes = record(type: 1, [0, 1, keep ? 1 : 0, 0, 0, 0, 0, 0])
+        var pairs: [UInt8] = []
+        for (name, value) in params.sorted(by: { $0.key < $1.key }) {
+            pairs += length(name.utf8.count) + length(value.utf8.count) + Array(name.utf8) + Array(value.utf8)
+        }
+        if !pairs.isEmpty { bytes += record(type: 4, pairs) }
+        bytes += record(type: 4, [])
+        if !stdin.isEmpty { bytes += record(type: 5, stdin) }
+        bytes += record(type: 5, [])
+        return bytes
+    }
+
+    func write(_ bytes: [UInt8]) throws {
+        let written = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+        guard written == bytes.count else { throw TestFailure("short write") }
+    }
+
+    /// Reads records up to END_REQUEST and returns the CGI response from the STDOUT records.
+    func readResponse(seconds: Double = 5) throws -> CGIResponse {
+        var stdout: [UInt8] = []
+        while true {
+            let header = try read(count: 8, seconds: seconds)
+            let type = header[1]
+            let content = Int(header[4]) << 8 | Int(header[5])
+            let body = try read(count: content + Int(header[6]), seconds: seconds)
+            if type == 6 { stdout += body.prefix(content) }
+            if type == 3 { return try CGIResponse(stdout) }
+        }
+    }
+
+    /// True when the responder closes the connection within `seconds`: no more bytes, then end of file
+    /// (with `discarding`, any bytes it still sends first are skipped).
+    func closedByPeer(seconds: Double = 5, discarding: Bool = false) -> Bool {
+        var byte: UInt8 = 0
+        while true {
+            var pending = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            guard poll(&pending, 1, Int32(seconds * 1000)) == 1 else { return false }
+            let got = Glibc.read(fd, &byte, 1)
+            if got == 0 { return true }
+            if got < 0 || !discarding { return false }
+        }
+    }
+
+    private func read(count: Int, seconds: Double) throws -> [UInt8] {
+        var bytes: [UInt8] = []
+        while bytes.count < count {
+            var pending = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            guard poll(&pending, 1, Int32(seconds * 1000)) == 1 else { throw TestFailure("no answer in \(seconds) s") }
+            var chunk = [UInt8](repeating: 0, count: count - bytes.count)
+            let got = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+            guard got > 0 else { throw TestFailure("connection closed mid-response") }
+            bytes += chunk.prefix(got)
+        }
+        return bytes
+    }
+
+    private static func record(type: UInt8, _ content: [UInt8]) -> [UInt8] {
+        [1, type, 0, 1, UInt8(content.count >> 8), UInt8(content.count & 0xff), 0, 0] + content
+    }
+
+    private static func length(_ count: Int) -> [UInt8] {
+        count < 128 ? [UInt8(count)]
+            : [UInt8(count >> 24 | 0x80), UInt8(count >> 16 & 0xff), UInt8(count >> 8 & 0xff), UInt8(count & 0xff)]
     }
 }
