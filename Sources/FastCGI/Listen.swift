@@ -221,8 +221,9 @@ final class Listener: Sendable {
                         address: Listen.tcp(host: host, port: boundPort).description)
     }
 
-    /// Workers wait in poll(); a non-blocking socket keeps a worker that lost the race for a
-    /// connection from sleeping inside libfcgi's accept(), where stop() could not wake it.
+    /// Workers wait in the Dispatcher's epoll set; a non-blocking socket keeps a worker whose connection was
+    /// taken by another process sharing the socket from sleeping inside accept(), where stop() could not
+    /// wake it.
     private static func makeNonBlocking(_ fd: Int32) throws(FastCGIError) {
         let flags = fcntl(fd, F_GETFL)
         guard flags >= 0, fcntl(fd, F_SETFL, flags | O_NONBLOCK) == 0 else {

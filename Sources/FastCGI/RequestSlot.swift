@@ -26,9 +26,9 @@ final class RequestSlot {
         // FCGX_Accept_r first finishes "the previous request" and would close ipcFd unless it is marked kept;
         // the web server's own keep flag is read from the request's BEGIN record right after.
         request.pointee.keepConnection = 1
-        // "Detached": when libfcgi closes the connection (end of file, garbage, a stream error) it closes it
-        // plainly, instead of first waiting up to 2 s, or for as long as data trickles in, for the peer to
-        // hang up, with this worker blocked.
+        // "Detached": when libfcgi closes the connection (end of file, garbage, a stream error, here or in
+        // `finish`) it closes it plainly, instead of first waiting up to 2 s, or for as long as data trickles
+        // in, for the peer to hang up, with this worker blocked. libfcgi clears the flag only when it closes.
         request.pointee.detached = 1
         guard FCGX_Accept_r(request) == 0 else {
             request.pointee.ipcFd = -1
@@ -58,8 +58,7 @@ final class RequestSlot {
         let drained = drainingInput && drainInput(limit: 64 * 1024)
         let webServerKeeps = request.pointee.keepConnection != 0
         request.pointee.keepConnection = 1
-        request.pointee.detached = 1
-        FCGX_Finish_r(request)  // closes the connection (plainly) only if reading or writing failed
+        FCGX_Finish_r(request)  // closes the connection (plainly: still detached) only if reading or writing failed
         let fd = request.pointee.ipcFd
         guard fd >= 0 else { return false }
         request.pointee.ipcFd = -1

@@ -132,7 +132,7 @@ public final class Server: Sendable {
     /// successor inherits the socket, as with systemd socket activation).
     public func stop() {
         guard !stopping.exchange(true, ordering: .acquiringAndReleasing) else { return }
-        // The byte stays unread, so the pipe remains readable and wakes every worker's poll.
+        // The byte stays unread, so the pipe remains readable and wakes every worker's epoll_wait.
         var byte: UInt8 = 1
         _ = Glibc.write(wakeWrite, &byte, 1)
     }
