@@ -96,7 +96,7 @@ final class Stack: @unchecked Sendable {
         try? FileManager.default.removeItem(at: directory)
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         database = "e2e_\(name.lowercased())_\(getpid())"
-        port = 20000 + Int(UInt32.random(in: 0..<20000)) / 2 * 2
+        port = Self.randomPortPair()
         siteOrigin = "https://127.0.0.1:\(port)"
         extraEnvironment = environment
         self.postgres = postgres
@@ -116,6 +116,17 @@ final class Stack: @unchecked Sendable {
         let nginx = try run(Paths.script("nginx-local"), ["start", directory.appendingPathComponent("nginx").path, String(port), socketPath],
                             environment: ["NGINX_RATE_LIMIT": rateLimit ? "on" : "off"])
         guard nginx.status == 0 else { throw StackError("nginx failed: \(nginx.stderr)") }
+    }
+
+    /// An even port for nginx (the application stand-in takes the next one), below the kernel's ephemeral
+    /// range: a port inside it may be held at that moment by any outgoing connection (curl, libpq), and
+    /// nginx's bind then fails with "Address already in use".
+    static func randomPortPair() -> Int {
+        let range = (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8)) ?? ""
+        let ephemeralStart = range.split(whereSeparator: \.isWhitespace).first.flatMap { Int($0) } ?? 32768
+        // A system whose ephemeral range starts low keeps the old spread (and its small risk).
+        let top = ephemeralStart > 24000 ? ephemeralStart - 2 : 40000
+        return Int.random(in: 20000..<top) / 2 * 2
     }
 
     var socketPath: String { directory.appendingPathComponent("fcgi.sock").path }
