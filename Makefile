@@ -50,4 +50,5 @@ bench: deps ## the benchmarks (bench/verify, bench/signin, bench/session): ratio
 
 clean: ## remove build output and the local run folder
 	-$(MAKE) stop
+	-[ -d $(RUN_DIR)/pg ] && scripts/pgcluster destroy $(RUN_DIR)/pg
 	rm -rf .build $(RUN_DIR)

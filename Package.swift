@@ -21,7 +21,7 @@ let package = Package(
         .target(name: "Store", dependencies: ["CLibPQ"], swiftSettings: strict),
         .target(name: "FastCGI", dependencies: ["CFastCGI"], swiftSettings: strict),
         .target(name: "SignIn", dependencies: ["IDToken", "Store", "FastCGI"], swiftSettings: strict),
-        .executableTarget(name: "tokensignin", dependencies: ["SignIn", "IDToken", "Store"], swiftSettings: strict),
+        .executableTarget(name: "tokensignin", dependencies: ["SignIn"], swiftSettings: strict),
         .executableTarget(name: "verify-bench", dependencies: ["IDToken"], path: "bench/VerifyBench", swiftSettings: strict),
 
         .testTarget(name: "IDTokenTests", dependencies: ["IDToken", "COpenSSL", "TestSupport"], swiftSettings: strict),
@@ -29,7 +29,7 @@ let package = Package(
         .target(name: "TestSupport", dependencies: ["Store"], path: "Tests/TestSupport", swiftSettings: strict),
         .testTarget(name: "StoreTests", dependencies: ["Store", "TestSupport"], swiftSettings: strict),
         .testTarget(name: "FastCGITests", dependencies: ["FastCGI", "TestSupport"], swiftSettings: strict),
-        .testTarget(name: "SignInTests", dependencies: ["SignIn", "Store", "TestSupport"], swiftSettings: strict),
+        .testTarget(name: "SignInTests", dependencies: ["SignIn", "Store", "IDToken", "FastCGI", "TestSupport"], swiftSettings: strict),
         .testTarget(name: "EndToEndTests", dependencies: ["IDToken", "TestSupport"], swiftSettings: strict),
     ]
 )

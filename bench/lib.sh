@@ -7,10 +7,11 @@
 #   BENCH_PGBENCH_CLIENTS   pgbench clients (default: BENCH_CONNECTIONS)
 #   BENCH_NGINX_WORKERS (1) nginx worker_processes
 #   BENCH_PGPORT (55442)  BENCH_PORT (18443)
+#   BENCH_BIN               the tokensignin binary to measure (default: this tree's release build)
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 dir="$here/.build/bench"
-bin="$here/.build/release/tokensignin"
+bin=${BENCH_BIN:-$here/.build/release/tokensignin}   # BENCH_BIN: another build (e.g. the previous version) to measure
 pgport=${BENCH_PGPORT:-55442}
 port=${BENCH_PORT:-18443}
 duration=${BENCH_SECONDS:-10}
@@ -52,9 +53,8 @@ bench_stop() {
         for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
         rm -f "$dir/tokensignin.pid"
     fi
-    "$here/scripts/pgcluster" stop "$dir/pg" "$pgport" || true
-    # As root, pgcluster may keep the data in a private folder under /tmp that $dir/pg/data links to.
-    if [ -L "$dir/pg/data" ]; then rm -rf "$(readlink -f "$dir/pg/data")" "$dir/pg/data"; fi
+    # (destroy also removes the private folder under /tmp that pgcluster uses as root when needed)
+    "$here/scripts/pgcluster" destroy "$dir/pg" "$pgport" || true
     # ID tokens and session tokens are secrets, even the benchmark's: they do not outlive the run.
     rm -rf "$dir/secret"
 }

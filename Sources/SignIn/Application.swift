@@ -1,281 +1,231 @@
-// The responder: routes each FastCGI request to sign-in, the session check, sign-out or the devices list.
+// The routes: each takes a Request and gives a Response, over a SessionStore and a TokenVerifying.
 import FastCGI
 import IDToken
-import Store
 
-/// What every worker shares: settings, the verifier, the key cache and the log. Immutable.
-public final class Service: Sendable {
+/// What verifies an ID token for the routes: the key cache in production, a fixed table in route tests.
+protocol TokenVerifying: Sendable {
+    func verify(_ token: String, with verifier: Verifier, now: Int64) -> Result<VerifiedToken, IDTokenError>
+}
+
+extension KeyCache: TokenVerifying {}
+
+/// One worker's application: the routes of docs/http.md over this worker's store. Not shared between threads.
+final class Application: Handler {
     let configuration: Configuration
-    let verifier: Verifier
-    let keys: KeyCache
-    let log: Log
-    let clock: @Sendable () -> Int64
+    private let tokens: any TokenVerifying
+    private let verifier: Verifier
+    private let store: any SessionStore
+    private let log: Log
+    private let clock: @Sendable () -> Int64
 
-    public init(configuration: Configuration, keys: KeyCache, log: Log, clock: @escaping @Sendable () -> Int64) {
+    init(configuration: Configuration, tokens: any TokenVerifying, store: any SessionStore, log: Log,
+         clock: @escaping @Sendable () -> Int64) {
         self.configuration = configuration
+        self.tokens = tokens
         self.verifier = Verifier(policy: configuration.policy)
-        self.keys = keys
+        self.store = store
         self.log = log
         self.clock = clock
     }
 
-    /// One handler per worker thread, each with its own database connection.
-    public func makeHandler(worker: Int) -> any Handler { Application(service: self, worker: worker) }
-}
-
-/// One worker's request handler. Not shared: it owns the worker's PostgreSQL connection.
-final class Application: Handler {
-    private let service: Service
-    private let worker: Int
-    private var connection: Connection?
-    private var configuration: Configuration { service.configuration }
-
-    /// Seconds a client should wait before retrying when the database or the keys are unavailable.
-    static let retryAfterDatabase = 2
-    static let retryAfterKeys = 5
-
-    init(service: Service, worker: Int) {
-        self.service = service
-        self.worker = worker
-    }
-
+    /// Answers one request; every failure goes through `Failure` and every request through `LogLine`.
     func handle(_ request: Request) -> Response {
-        let reply = route(request)
-        return Response(status: reply.status, headers: reply.headers.map { (name: $0.0, value: $0.1) }, body: reply.body)
+        let started = ContinuousClock.now
+        var line = LogLine()
+        var route: Route?
+        let response: Response
+        do {
+            let matched = try Route.match(request)
+            route = matched
+            response = try respond(matched, request, &line)
+        } catch {
+            let failure = Failure(error)
+            line.failure = failure
+            response = failure.response
+        }
+        line.write(to: log, route: route, request: request, status: response.status, since: started)
+        return response
     }
 
-    func route(_ request: Request) -> HTTPReply {
-        let path = request.path
-        switch path {
-        case "/tokensignin":
-            guard request.method == "POST" else { return .methodNotAllowed(allow: ["POST"]) }
-            return signIn(request)
-        case "/auth/session":
-            // Any method: nginx's auth_request subrequest keeps the method of the request it guards.
-            return checkSession(request)
-        case "/tokensignout":
-            guard request.method == "POST" else { return .methodNotAllowed(allow: ["POST"]) }
-            return signOut(request)
-        case "/sessions":
-            guard request.method == "GET" || request.method == "HEAD" else { return .methodNotAllowed(allow: ["GET", "HEAD"]) }
-            return listSessions(request)
-        default:
-            if path.hasPrefix("/sessions/"), let id = Self.sessionID(path.dropFirst("/sessions/".count)) {
-                guard request.method == "DELETE" else { return .methodNotAllowed(allow: ["DELETE"]) }
-                return revokeSession(request, id: id)
-            }
-            return .error(.notFound, "no such resource")
+    private func respond(_ route: Route, _ request: Request, _ line: inout LogLine) throws -> Response {
+        switch route {
+        case .signIn: return try signIn(request, &line)
+        case .checkSession: return try checkSession(request, &line)
+        case .signOut: return try signOut(request, &line)
+        case .listSessions: return try listSessions(request)
+        case .revokeSession(let id): return try revokeSession(id, request, &line)
         }
     }
 
     // MARK: POST /tokensignin
 
-    private func signIn(_ request: Request) -> HTTPReply {
-        guard !request.bodyTooLarge else { return .error(.requestTooLarge, "the request body is over 64 KB") }
-        let parsed: SignInRequest
-        do {
-            parsed = try SignInRequest.parse(contentType: request.contentType, body: request.body,
+    private func signIn(_ request: Request, _ line: inout LogLine) throws -> Response {
+        guard !request.bodyTooLarge else { throw SignInError(.bodyTooLarge) }
+        let parsed = try SignInRequest.parse(contentType: request.contentType, body: request.body,
                                              cookieHeader: request.header("Cookie"))
-        } catch {
-            service.log.info("sign_in_refused", ["reason": error.code.name, "ip": request.remoteAddress])
-            return .error(for: error)
-        }
         // Login CSRF: another site's page must not sign this browser into an attacker's account. The web
         // form is posted by Google's page (Origin https://accounts.google.com) and carries its CSRF pair.
         if case .refused(let reason) = configuration.originCheck.decideTokenPost(origin: request.header("Origin"),
                                                                                   webForm: parsed.isWebForm) {
-            service.log.info("sign_in_refused", ["reason": "origin", "detail": reason, "ip": request.remoteAddress])
-            return .error(.csrfCheckFailed, "the request does not come from this site")
+            throw SignInError(.crossSite, reason)
         }
 
-        let verified: VerifiedToken
-        switch service.keys.verify(parsed.idToken, with: service.verifier, now: service.clock()) {
-        case .success(let token):
-            verified = token
+        let token: VerifiedToken
+        switch tokens.verify(parsed.idToken, with: verifier, now: clock()) {
+        case .success(let verified):
+            token = verified
         case .failure(let error):
-            return refusedSignIn(error, request)
+            if !error.isRetryable {
+                // Best effort: the audit row must not turn a 401 into a 503.
+                try? store.recordRefusedSignIn(reason: error.code.name, clientID: nil, ip: request.remoteIP,
+                                               userAgent: Self.userAgent(request))
+            }
+            throw error
         }
 
         let session = SessionToken.generate()
-        let ip = request.remoteIP
-        let userAgent = Self.userAgent(request)
-        guard let rows = query(Queries.signIn, [
-            verified.subject, verified.email, verified.emailVerified ? "true" : "false", verified.name,
-            verified.givenName, verified.familyName, verified.picture, verified.locale, verified.hostedDomain,
-            session.hashHex, Queries.interval(configuration.sessionTTL), verified.audience, userAgent, ip,
-        ]) else { return Self.databaseUnavailable }
-        guard rows.count == 1, let userID = rows[row: 0, column: "user_id"].flatMap({ Int64($0) }) else {
-            service.log.error("sign_in_no_row", ["worker": String(worker)])
-            return Self.databaseUnavailable
+        let outcome = try store.signIn(token, NewSession(tokenHash: session.hash, clientID: token.audience,
+                                                         userAgent: Self.userAgent(request), ip: request.remoteIP))
+        switch outcome {
+        case .refused(let userID, let refusal):
+            line["user_id"] = String(userID)
+            throw SignInError(.accountRefused, refusal.rawValue)
+        case .signedIn(let signedIn):
+            line["user_id"] = String(signedIn.userID)
+            line["session_id"] = String(signedIn.sessionID)
+            line["created"] = String(signedIn.created)
+            line["client_id"] = token.audience
+            let cookie = ("Set-Cookie", Cookies.sessionCookie(name: configuration.cookieName, token: session.value,
+                                                              maxAge: configuration.sessionTTL))
+            if parsed.isWebForm {
+                return .seeOther(configuration.signInRedirect, headers: [cookie])
+            }
+            let user: JSONValue = .object([
+                ("id", .int(signedIn.userID)), ("sub", .string(token.subject)), ("email", .string(token.email)),
+                ("email_verified", .bool(token.emailVerified)), ("name", .string(token.name)),
+                ("picture", .string(token.picture)), ("created", .bool(signedIn.created)),
+            ])
+            return .json(.object([
+                ("user", user),
+                ("session", .object([("token", .string(session.value)), ("expires_at", .string(signedIn.expiresAt.rfc3339))])),
+            ]), headers: [cookie])
         }
-        if let refusal = rows[row: 0, column: "refusal"] {
-            service.log.info("sign_in_refused", ["reason": refusal, "user_id": String(userID)])
-            return .error(.accessDenied, "this account may not sign in")
-        }
-        let created = rows[row: 0, column: "created"] == "t"
-        let expiresAt = rows[row: 0, column: "expires_at"] ?? ""
-        service.log.info("sign_in", ["user_id": String(userID), "session_id": rows[row: 0, column: "session_id"],
-                                     "created": String(created), "client_id": verified.audience, "ip": ip])
-
-        let cookie = ("Set-Cookie", Cookies.sessionCookie(name: configuration.cookieName, token: session.value,
-                                                          maxAge: configuration.sessionTTL))
-        if parsed.isWebForm {
-            return .seeOther(configuration.signInRedirect, headers: [cookie])
-        }
-        let user: JSONValue = .object([
-            ("id", .int(userID)), ("sub", .string(verified.subject)), ("email", .string(verified.email)),
-            ("email_verified", .bool(verified.emailVerified)), ("name", .string(verified.name)),
-            ("picture", .string(verified.picture)), ("created", .bool(created)),
-        ])
-        return .json(.object([
-            ("user", user),
-            ("session", .object([("token", .string(session.value)), ("expires_at", .string(expiresAt))])),
-        ]), headers: [cookie])
-    }
-
-    /// 401 for a bad token, 403 for a domain not allowed, 503 when keys are unavailable; audited.
-    private func refusedSignIn(_ error: IDTokenError, _ request: Request) -> HTTPReply {
-        service.log.info("sign_in_refused", ["reason": error.code.name, "detail": error.detail, "ip": request.remoteAddress])
-        if error.isRetryable {
-            return .temporarilyUnavailable(retryAfter: Self.retryAfterKeys, "Google's signing keys are unavailable")
-        }
-        // Best effort: the audit row must not turn a 401 into a 503.
-        _ = try? execute(Queries.signInFailure, [
-            error.code.name, nil, request.remoteIP, Self.userAgent(request),
-        ])
-        if error.code == .hostedDomainNotAllowed {
-            return .error(.accessDenied, "this account's domain may not sign in")
-        }
-        return .error(.invalidToken, "the ID token is not valid")
     }
 
     // MARK: sessions
 
-    /// The presented session token and whether it came in a cookie (which needs the Origin check for changes).
-    private func presentedSession(_ request: Request) -> (token: SessionToken?, byCookie: Bool)? {
-        // A Bearer header decides; another scheme (Basic auth in front of a staging site) is not ours.
+    /// How a request presents its session: a Bearer header decides; another scheme (Basic auth in front of a
+    /// staging site) is not ours, and then the session cookie counts. A value that cannot be a token is nil.
+    private enum Presented {
+        case bearer(SessionToken?)
+        case cookie(SessionToken?)
+
+        var token: SessionToken? {
+            switch self {
+            case .bearer(let token), .cookie(let token): token
+            }
+        }
+    }
+
+    private func presented(_ request: Request) -> Presented? {
         if let authorization = request.header("Authorization") {
             let parts = authorization.split(separator: " ", maxSplits: 1)
             if parts.first?.lowercased() == "bearer" {
-                return (parts.count == 2 ? SessionToken(presented: parts[1]) : nil, false)
+                return .bearer(parts.count == 2 ? SessionToken(presented: parts[1]) : nil)
             }
         }
         guard let value = Cookies.value(named: configuration.cookieName, in: request.header("Cookie")) else { return nil }
-        return (SessionToken(presented: value), true)
+        return .cookie(SessionToken(presented: value))
     }
 
-    private static let unauthorized = HTTPReply.error(.invalidToken, "no live session", headers: [("WWW-Authenticate", "Bearer")])
+    /// The presented session for a read (any way of presenting it).
+    private func sessionToken(_ request: Request) throws(SignInError) -> SessionToken {
+        guard let token = presented(request)?.token else { throw SignInError(.notSignedIn, "no session token presented") }
+        return token
+    }
 
-    private func checkSession(_ request: Request) -> HTTPReply {
-        guard let presented = presentedSession(request), let token = presented.token else { return Self.unauthorized }
-        guard let rows = query(Queries.checkSession, [token.hashHex, idleTimeout]) else { return Self.databaseUnavailable }
-        guard rows.count == 1, let userID = rows[row: 0, column: "user_id"], let sub = rows[row: 0, column: "google_sub"] else {
-            return Self.unauthorized
+    /// The presented session for a change. Cookie-authenticated changes must come from the site itself (Origin
+    /// or Sec-Fetch-Site); that is checked before the token itself, so a forged request learns nothing of it.
+    private func sessionForChange(_ request: Request) throws(SignInError) -> SessionToken {
+        guard let presented = presented(request) else { throw SignInError(.notSignedIn, "no session token presented") }
+        if case .cookie = presented {
+            let decision = configuration.originCheck.decide(origin: request.header("Origin"),
+                                                            secFetchSite: request.header("Sec-Fetch-Site"))
+            if case .refused(let reason) = decision { throw SignInError(.crossSite, reason) }
         }
+        guard let token = presented.token else { throw SignInError(.notSignedIn, "malformed session token") }
+        return token
+    }
+
+    private func checkSession(_ request: Request, _ line: inout LogLine) throws -> Response {
+        let token = try sessionToken(request)
+        guard let session = try store.liveSession(token.hash) else { throw SignInError(.notSignedIn, "no live session") }
         // An unverified address is anyone's to type in: it never reaches the application as an identity.
-        let emailVerified = rows[row: 0, column: "email_verified"] == "t"
-        let email = emailVerified ? rows[row: 0, column: "email"] : nil
-        var headers = [("X-User-Id", userID), ("X-User-Sub", sub), ("X-User-Email-Verified", emailVerified ? "true" : "false")]
+        let email = session.emailVerified ? session.email : nil
+        var headers: [(name: String, value: String)] = [
+            ("X-User-Id", String(session.userID)), ("X-User-Sub", session.sub),
+            ("X-User-Email-Verified", session.emailVerified ? "true" : "false"),
+        ]
         if let email { headers.append(("X-User-Email", email)) }
+        // Fail closed: the application behind auth_request must never see a 200 with a missing identity.
+        guard headers.allSatisfy({ Self.isHeaderValue($0.value) }) else {
+            line["user_id"] = String(session.userID)
+            throw SignInError(.identityNotRepresentable, "user \(session.userID): sub or email holds a control character")
+        }
         return .json(.object([
-            ("user_id", .int(Int64(userID) ?? 0)), ("sub", .string(sub)), ("email", .string(email)),
-            ("email_verified", .bool(emailVerified)),
-            ("session_id", .int(Int64(rows[row: 0, column: "session_id"] ?? "") ?? 0)),
+            ("user_id", .int(session.userID)), ("sub", .string(session.sub)), ("email", .string(email)),
+            ("email_verified", .bool(session.emailVerified)), ("session_id", .int(session.sessionID)),
         ]), headers: headers)
     }
 
-    /// Cookie-authenticated changes must come from the site itself (Origin or Sec-Fetch-Site).
-    private func crossSiteRefusal(_ request: Request, byCookie: Bool) -> HTTPReply? {
-        guard byCookie else { return nil }
-        let decision = configuration.originCheck.decide(origin: request.header("Origin"), secFetchSite: request.header("Sec-Fetch-Site"))
-        guard case .refused(let reason) = decision else { return nil }
-        service.log.info("cross_site_refused", ["path": request.path, "detail": reason, "ip": request.remoteAddress])
-        return .error(.csrfCheckFailed, "the request does not come from this site")
+    private func signOut(_ request: Request, _ line: inout LogLine) throws -> Response {
+        let token = try sessionForChange(request)
+        let everywhere = Self.queryFlag(request.query, "all")
+        guard let done = try store.signOut(token.hash, everywhere: everywhere) else {
+            throw SignInError(.notSignedIn, "no live session")
+        }
+        line["session_id"] = String(done.sessionID)
+        line["revoked"] = String(done.revoked)
+        line["all"] = String(everywhere)
+        return .noContent(headers: [("Set-Cookie", Cookies.clearingCookie(name: configuration.cookieName))])
     }
 
-    private func signOut(_ request: Request) -> HTTPReply {
-        guard let presented = presentedSession(request) else { return Self.unauthorized }
-        if let refusal = crossSiteRefusal(request, byCookie: presented.byCookie) { return refusal }
-        guard let token = presented.token else { return Self.unauthorized }
-        let all = Self.queryFlag(request.query, "all")
-        guard let rows = query(Queries.signOut, [token.hashHex, idleTimeout, all ? "true" : "false"]) else { return Self.databaseUnavailable }
-        guard rows.count == 1 else { return Self.unauthorized }
-        service.log.info("sign_out", ["session_id": rows[0, 0], "revoked": rows[0, 1], "all": String(all)])
-        return HTTPReply(status: 204, headers: [("Cache-Control", "no-store"),
-                                                ("Set-Cookie", Cookies.clearingCookie(name: configuration.cookieName))])
-    }
+    /// Page size of `GET /sessions` when `limit` is not given, and the largest one allowed.
+    static let defaultPageSize = 100
+    static let maxPageSize = 100
 
-    private func listSessions(_ request: Request) -> HTTPReply {
-        guard let presented = presentedSession(request), let token = presented.token else { return Self.unauthorized }
-        guard let rows = query(Queries.listSessions, [token.hashHex, idleTimeout]) else { return Self.databaseUnavailable }
-        guard rows.count > 0 else { return Self.unauthorized }
-        let sessions: [JSONValue] = (0..<rows.count).map { row in
+    private func listSessions(_ request: Request) throws -> Response {
+        let token = try sessionToken(request)
+        let query = try QueryParameters(request.query)
+        let limit = try query.integer("limit", in: 1...Int64(Self.maxPageSize)).map(Int.init) ?? Self.defaultPageSize
+        let after = try query.integer("after", in: 1...Int64.max)
+        guard let page = try store.listSessions(token.hash, limit: limit, after: after) else {
+            throw SignInError(.notSignedIn, "no live session")
+        }
+        let sessions: [JSONValue] = page.sessions.map { session in
             .object([
-                ("id", .int(Int64(rows[row, 0] ?? "") ?? 0)), ("created_at", .string(rows[row, 1])),
-                ("last_seen_at", .string(rows[row, 2])), ("expires_at", .string(rows[row, 3])),
-                ("user_agent", .string(rows[row, 4])), ("ip", .string(rows[row, 5])),
-                ("current", .bool(rows[row, 6] == "t")), ("client_id", .string(rows[row, 7])),
+                ("id", .int(session.id)), ("created_at", .string(session.createdAt.rfc3339)),
+                ("last_seen_at", .string(session.lastSeenAt.rfc3339)), ("expires_at", .string(session.expiresAt.rfc3339)),
+                ("user_agent", .string(session.userAgent)), ("ip", .string(session.ip)),
+                ("current", .bool(session.current)), ("client_id", .string(session.clientID)),
             ])
         }
-        return .json(.object([("sessions", .array(sessions))]))
+        return .json(.object([("sessions", .array(sessions)), ("next", page.next.map { .int($0) } ?? .null)]))
     }
 
-    private func revokeSession(_ request: Request, id: Int64) -> HTTPReply {
-        guard let presented = presentedSession(request) else { return Self.unauthorized }
-        if let refusal = crossSiteRefusal(request, byCookie: presented.byCookie) { return refusal }
-        guard let token = presented.token else { return Self.unauthorized }
-        guard let rows = query(Queries.revokeOwnSession, [token.hashHex, idleTimeout, String(id)]) else { return Self.databaseUnavailable }
-        guard rows.count == 1 else { return Self.unauthorized }
-        guard rows[0, 1] != "0" else { return .error(.notFound, "no such session") }
-        service.log.info("session_revoked", ["session_id": String(id), "by_session": rows[0, 0]])
-        return HTTPReply(status: 204, headers: [("Cache-Control", "no-store")])
-    }
-
-    // MARK: database
-
-    /// This worker's connection, opened on first use.
-    private func database() throws(StoreError) -> Connection {
-        if let connection { return connection }
-        let opened = try Connection(conninfo: configuration.conninfo)
-        connection = opened
-        return opened
-    }
-
-    /// Runs `statement`; when the connection turns out to have been lost (PostgreSQL restarted since this
-    /// worker last used it), re-establishes it and tries once more, so the client sees no error for it.
-    /// A sign-in retried after a lost commit fails on the unique token hash instead of opening two sessions.
-    private func execute(_ statement: Statement, _ params: [String?]) throws(StoreError) -> Rows {
-        do {
-            return try database().execute(statement, params)
-        } catch where error.code == .connectionLost {
-            service.log.warning("database_reconnect", ["operation": statement.name, "worker": String(worker)])
-            return try database().execute(statement, params)
+    private func revokeSession(_ id: Int64, _ request: Request, _ line: inout LogLine) throws -> Response {
+        let token = try sessionForChange(request)
+        switch try store.revokeSession(id, presentedBy: token.hash) {
+        case nil: throw SignInError(.notSignedIn, "no live session")
+        case .notFound?: throw SignInError(.sessionNotFound, "session \(id)")
+        case .revoked(let by)?:
+            line["session_id"] = String(id)
+            line["by_session"] = String(by)
+            return .noContent()
         }
     }
-
-    /// Runs `statement` for a request; nil (logged) when the database is unavailable, which the caller
-    /// answers with `databaseUnavailable`.
-    private func query(_ statement: Statement, _ params: [String?]) -> Rows? {
-        do {
-            return try execute(statement, params)
-        } catch {
-            service.log.error("database_unavailable", ["operation": statement.name, "code": error.code.name,
-                                                       "sqlstate": error.sqlState, "worker": String(worker)])
-            return nil
-        }
-    }
-
-    private static let databaseUnavailable = HTTPReply.temporarilyUnavailable(retryAfter: retryAfterDatabase)
-
-    private var idleTimeout: String { Queries.interval(configuration.sessionIdleTTL) }
 
     // MARK: request details
-
-    /// A session id from the path: 1 to 18 digits (anything else is not a resource here).
-    static func sessionID(_ text: Substring) -> Int64? {
-        guard (1...18).contains(text.utf8.count), text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
-        return Int64(text)
-    }
 
     /// The User-Agent, capped at 512 bytes.
     static func userAgent(_ request: Request) -> String? {
@@ -292,5 +242,59 @@ final class Application: Handler {
     /// True when the query string has `name=1` or `name=true`.
     static func queryFlag(_ query: String, _ name: String) -> Bool {
         query.split(separator: "&").contains { $0 == "\(name)=1" || $0 == "\(name)=true" }
+    }
+
+    /// RFC 9110 field-value bytes: visible characters, space, tab and non-ASCII; no CR, LF, NUL or other controls.
+    static func isHeaderValue(_ value: String) -> Bool {
+        value.utf8.allSatisfy { $0 == 0x09 || ($0 >= 0x20 && $0 != 0x7F) }
+    }
+}
+
+/// The query string as `name=value` pairs (values percent-decoded); a name given twice is refused.
+struct QueryParameters {
+    private var values: [String: String] = [:]
+
+    init(_ query: String) throws(SignInError) {
+        guard query.utf8.count <= 2048 else { throw SignInError(.invalidQuery, "query string over 2 KB") }
+        for (name, value) in try FormURLEncoded.decode(Array(query.utf8)) {
+            guard values.updateValue(value, forKey: name) == nil else {
+                throw SignInError(.invalidQuery, "\(name) given twice")
+            }
+        }
+    }
+
+    /// The decimal value of `name` within `range`; nil when absent.
+    func integer(_ name: String, in range: ClosedRange<Int64>) throws(SignInError) -> Int64? {
+        guard let text = values[name] else { return nil }
+        guard (1...18).contains(text.utf8.count), text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
+              let value = Int64(text), range.contains(value) else {
+            throw SignInError(.invalidQuery, "\(name) must be a whole number in \(range)")
+        }
+        return value
+    }
+}
+
+/// One request's log line: route, status, duration, request id, the failure's reason, and the fields a route adds.
+struct LogLine {
+    var failure: Failure?
+    private var fields: [(String, String)] = []
+
+    subscript(name: String) -> String? {
+        get { fields.first { $0.0 == name }?.1 }
+        set { if let newValue { fields.append((name, newValue)) } }
+    }
+
+    /// Successful session checks are not logged (nginx's access log has them; every page view makes one).
+    func write(to log: Log, route: Route?, request: Request, status: Int, since started: ContinuousClock.Instant) {
+        if route == .checkSession && failure == nil { return }
+        let elapsed = ContinuousClock.now - started
+        let micros = elapsed.components.seconds * 1_000_000 + elapsed.components.attoseconds / 1_000_000_000_000
+        var all: [(String, String?)] = [
+            ("route", route?.name ?? "none"), ("method", request.method), ("status", String(status)),
+            ("duration_us", String(micros)), ("request_id", request.params["REQUEST_ID"]),
+            ("reason", failure?.reason), ("sqlstate", failure?.sqlState), ("ip", request.remoteAddress),
+        ]
+        all += fields.map { ($0.0, Optional($0.1)) }
+        if failure?.isServerFault == true { log.error("request", all) } else { log.info("request", all) }
     }
 }

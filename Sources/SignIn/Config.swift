@@ -9,7 +9,7 @@ import IDToken
 /// also reset a variable to its default. Every missing or malformed setting throws a `SignInError`
 /// (`.invalidConfiguration`) whose message names the variable.
 public struct Configuration: Sendable, Equatable {
-    /// OAuth client IDs accepted as the token's audience (web, iOS, Android). Never empty.
+    /// OAuth client IDs accepted as the token's audience (web, iOS, Android). Never empty when required.
     public var clientIDs: [String]
     /// Where Google's key set is fetched from (https, or http on a loopback host for tests).
     public var jwksURL: String
@@ -35,6 +35,10 @@ public struct Configuration: Sendable, Equatable {
     public var siteOrigins: [Origin]
     /// Where the web form flow answers `303 See Other`: a local path or an https URL on a site origin.
     public var signInRedirect: String
+    /// Live sessions one user may hold; the oldest beyond it are revoked at sign-in (1...10000).
+    public var maxSessionsPerUser: Int
+    /// The folder of migration files `tokensignin migrate` applies.
+    public var sqlDirectory: String
 
     /// The body cap handed to the FastCGI server (fixed; nginx should cap lower with `client_max_body_size`).
     public static let maxBodyBytes = 64 * 1024
@@ -47,6 +51,11 @@ public struct Configuration: Sendable, Equatable {
         Policy(clientIDs: clientIDs, hostedDomains: hostedDomains, clockSkew: clockSkew)
     }
 
+    /// Session lifetimes and the per-user limit, as the store applies them.
+    public var sessionPolicy: SessionPolicy {
+        SessionPolicy(lifetime: sessionTTL, idleTimeout: sessionIdleTTL, maxSessionsPerUser: maxSessionsPerUser)
+    }
+
     /// The Origin check over `siteOrigins`.
     public var originCheck: OriginCheck { OriginCheck(siteOrigins: siteOrigins) }
 
@@ -55,7 +64,9 @@ public struct Configuration: Sendable, Equatable {
     ///   - environment: the process environment (only `TOKENSIGNIN_*` keys are read).
     ///   - arguments: flags after the subcommand, `--name value` or `--name=value` (see `Setting.flag`).
     ///   - processorCount: the machine's cores, for the default worker count.
-    public init(environment: [String: String], arguments: [String] = [], processorCount: Int) throws(SignInError) {
+    ///   - requireClientIDs: false for the commands that never verify a token (migrate, sessions, prune).
+    public init(environment: [String: String], arguments: [String] = [], processorCount: Int,
+                requireClientIDs: Bool = true) throws(SignInError) {
         var values: [Setting: String] = [:]
         for setting in Setting.allCases {
             if let value = environment[setting.variable] { values[setting] = value }
@@ -64,13 +75,18 @@ public struct Configuration: Sendable, Equatable {
         // Empty means unset, whatever its source.
         func value(_ setting: Setting) -> String? {
             guard let raw = values[setting] else { return nil }
-            let trimmed = raw.trimmingASCIISpaces()
+            let trimmed = raw.trimmingASCIIWhitespace()
             return trimmed.isEmpty ? nil : trimmed
         }
 
         // TOKENSIGNIN_CLIENT_IDS
-        guard let clientIDsText = value(.clientIDs) else { throw Self.invalid("\(Setting.clientIDs.variable) is required") }
-        clientIDs = try Self.list(clientIDsText, .clientIDs)
+        if let clientIDsText = value(.clientIDs) {
+            clientIDs = try Self.list(clientIDsText, .clientIDs)
+        } else if requireClientIDs {
+            throw Self.invalid("\(Setting.clientIDs.variable) is required")
+        } else {
+            clientIDs = []
+        }
         for id in clientIDs where !id.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) {
             throw Self.invalid("\(Setting.clientIDs.variable) has a client ID with a space or non-ASCII character: '\(id)'")
         }
@@ -166,6 +182,19 @@ public struct Configuration: Sendable, Equatable {
         guard Self.isAcceptableRedirect(signInRedirect, siteOrigins: siteOrigins) else {
             throw Self.invalid("\(Setting.signInRedirect.variable) must be a path starting with a single '/' or an https URL on one of \(Setting.siteOrigins.variable), got '\(signInRedirect)'")
         }
+
+        // TOKENSIGNIN_SQL_DIR
+        sqlDirectory = value(.sqlDirectory) ?? "sql"
+
+        // TOKENSIGNIN_MAX_SESSIONS_PER_USER
+        if let text = value(.maxSessionsPerUser) {
+            guard let number = Self.decimal(text), (1...10_000).contains(number) else {
+                throw Self.invalid("\(Setting.maxSessionsPerUser.variable) must be a whole number (1...10000), got '\(text)'")
+            }
+            maxSessionsPerUser = Int(number)
+        } else {
+            maxSessionsPerUser = Self.defaultMaxSessionsPerUser
+        }
     }
 
     // MARK: Defaults
@@ -174,6 +203,7 @@ public struct Configuration: Sendable, Equatable {
     public static let defaultCookieName = "__Host-tokensignin"
     public static let defaultSessionTTL: Int64 = 30 * 86_400
     public static let defaultSessionIdleTTL: Int64 = 7 * 86_400
+    public static let defaultMaxSessionsPerUser = 100
 
     /// Two workers per core (they mostly wait on PostgreSQL), within 1...1024.
     public static func defaultWorkers(processorCount: Int) -> Int {
@@ -221,6 +251,8 @@ public struct Configuration: Sendable, Equatable {
         case cookieName = "COOKIE_NAME"
         case siteOrigins = "SITE_ORIGINS"
         case signInRedirect = "SIGNIN_REDIRECT"
+        case maxSessionsPerUser = "MAX_SESSIONS_PER_USER"
+        case sqlDirectory = "SQL_DIR"
 
         /// The environment variable, e.g. `TOKENSIGNIN_CLIENT_IDS`.
         public var variable: String { "TOKENSIGNIN_" + rawValue }
@@ -243,6 +275,8 @@ public struct Configuration: Sendable, Equatable {
             case .cookieName: "session cookie name (default \(Configuration.defaultCookieName))"
             case .siteOrigins: "comma-separated origins of the site, e.g. https://example.com (default: none)"
             case .signInRedirect: "303 target of the web form flow: /path or https URL on a site origin (default /)"
+            case .maxSessionsPerUser: "live sessions per user; a sign-in beyond revokes the oldest (default 100)"
+            case .sqlDirectory: "migration files for `tokensignin migrate` (default ./sql)"
             }
         }
     }
@@ -300,7 +334,7 @@ public struct Configuration: Sendable, Equatable {
 
     /// A comma-separated list, items trimmed; an empty item is an error naming the setting.
     static func list(_ text: String, _ setting: Setting) throws(SignInError) -> [String] {
-        let items = text.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingASCIISpaces() }
+        let items = text.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingASCIIWhitespace() }
         guard !items.contains(where: \.isEmpty) else {
             throw invalid("\(setting.variable) has an empty entry in '\(text)'")
         }

@@ -11,7 +11,7 @@ public enum Cookies {
     public static func parse(_ header: String) -> [(name: String, value: String)] {
         var pairs: [(name: String, value: String)] = []
         for piece in header.split(separator: ";", omittingEmptySubsequences: true) {
-            let pair = piece.trimmingASCIISpaces()
+            let pair = piece.trimmingASCIIWhitespace()
             guard let equals = pair.firstIndex(of: "=") else { continue }
             let name = String(pair[..<equals])
             let value = String(pair[pair.index(after: equals)...])

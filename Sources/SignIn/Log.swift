@@ -12,7 +12,15 @@ public struct Log: Sendable {
     public func warning(_ event: String, _ fields: KeyValuePairs<String, String?> = [:]) { write("warn", event, fields) }
     public func error(_ event: String, _ fields: KeyValuePairs<String, String?> = [:]) { write("error", event, fields) }
 
+    /// The same with fields built at run time; a nil value is left out.
+    public func info(_ event: String, _ fields: [(String, String?)]) { write("info", event, fields) }
+    public func error(_ event: String, _ fields: [(String, String?)]) { write("error", event, fields) }
+
     private func write(_ level: String, _ event: String, _ fields: KeyValuePairs<String, String?>) {
+        write(level, event, fields.map { ($0.key, $0.value) })
+    }
+
+    private func write(_ level: String, _ event: String, _ fields: [(String, String?)]) {
         var line = "level=\(level) event=\(event)"
         for (key, value) in fields {
             guard let value else { continue }

@@ -1,64 +1,43 @@
 // The operator's commands: `tokensignin sessions list|revoke` and `tokensignin prune`.
-import Store
 
-/// Runs one operator command against the database and reports what it did. Exit codes: 0 done,
-/// 1 failed (e.g. no such user), 2 usage error, 3 database unavailable.
-public struct OperatorCommands {
-    public typealias Output = (String) -> Void
-    private let conninfo: String
-    private let idleTTL: Int64
-    private let out: Output
-    private let err: Output
+/// Runs one operator command against the database and reports what it did. Exit codes as every command's:
+/// 0 done, 1 failed (e.g. no such user, a database fault), 2 usage or configuration error, 3 database
+/// unavailable. Settings (database, idle timeout) come from the same `Configuration` as `serve`'s.
+struct OperatorCommands {
+    private let io: CommandIO
 
-    public init(conninfo: String, sessionIdleTTL: Int64, out: @escaping Output, err: @escaping Output) {
-        self.conninfo = conninfo
-        self.idleTTL = sessionIdleTTL
-        self.out = out
-        self.err = err
-    }
+    init(_ io: CommandIO) { self.io = io }
 
-    public static let sessionsUsage = "usage: tokensignin sessions list --user SUB | sessions revoke --user SUB | sessions revoke --session ID"
-    public static let pruneUsage = "usage: tokensignin prune [--revoked-retention DURATION] [--audit-retention DURATION] [--batch N]"
+    static let sessionsUsage = "usage: tokensignin sessions list --user SUB | sessions revoke --user SUB | sessions revoke --session ID"
+    static let pruneUsage = "usage: tokensignin prune [--revoked-retention DURATION] [--audit-retention DURATION] [--batch N]"
 
     /// `sessions list --user SUB`, `sessions revoke --user SUB`, `sessions revoke --session ID`.
-    public func sessions(_ arguments: [String]) -> Int32 {
-        guard arguments.count == 3, ["list", "revoke"].contains(arguments[0]) else { return usage(Self.sessionsUsage) }
+    func sessions(_ arguments: [String]) -> Int32 {
+        guard arguments.count == 3, !arguments[2].isEmpty else { return usage(Self.sessionsUsage) }
         let (verb, option, value) = (arguments[0], arguments[1], arguments[2])
-        guard !value.isEmpty else { return usage(Self.sessionsUsage) }
         switch (verb, option) {
         case ("list", "--user"):
-            return withDatabase { connection throws(StoreError) in
-                guard try connection.query(OperatorQueries.userExists, [value]).count == 1 else {
-                    err("no user with sub \(value)")
-                    return 1
+            return withStore("sessions") { store throws in
+                guard try store.userExists(sub: value) else { return missing("no user with sub \(value)") }
+                io.out("id\tcreated_at\tlast_seen_at\texpires_at\tstate\tip\tclient_id\tuser_agent")
+                for s in try store.sessions(ofUser: value) {
+                    io.out([String(s.id), s.createdAt.rfc3339, s.lastSeenAt.rfc3339, s.expiresAt.rfc3339, s.state,
+                            s.ip ?? "-", s.clientID ?? "-", s.userAgent ?? "-"].map(Self.printable).joined(separator: "\t"))
                 }
-                let rows = try connection.query(OperatorQueries.listUserSessions, [value, Queries.interval(idleTTL)])
-                out("id\tcreated_at\tlast_seen_at\texpires_at\tstate\tip\tclient_id\tuser_agent")
-                for row in 0..<rows.count {
-                    out((0..<8).map { Self.printable(rows[row, $0] ?? "-") }.joined(separator: "\t"))
-                }
-                return 0
+                return ExitCode.ok
             }
         case ("revoke", "--user"):
-            return withDatabase { connection throws(StoreError) in
-                guard try connection.query(OperatorQueries.userExists, [value]).count == 1 else {
-                    err("no user with sub \(value)")
-                    return 1
-                }
-                let rows = try connection.query(OperatorQueries.revokeUserSessions, [value])
-                out("revoked \(rows.count) session(s) of user \(value)")
-                return 0
+            return withStore("sessions") { store throws in
+                guard try store.userExists(sub: value) else { return missing("no user with sub \(value)") }
+                io.out("revoked \(try store.revokeSessions(ofUser: value)) session(s) of user \(Self.printable(value))")
+                return ExitCode.ok
             }
         case ("revoke", "--session"):
-            guard let id = Int64(value), id > 0 else { return usage(Self.sessionsUsage) }
-            return withDatabase { connection throws(StoreError) in
-                guard try connection.query(OperatorQueries.sessionExists, [String(id)]).count == 1 else {
-                    err("no session with id \(id)")
-                    return 1
-                }
-                let rows = try connection.query(OperatorQueries.revokeSession, [String(id)])
-                out(rows.count == 1 ? "revoked session \(id)" : "session \(id) was already revoked")
-                return 0
+            guard let id = Route.sessionID(Substring(value)) else { return usage(Self.sessionsUsage) }
+            return withStore("sessions") { store throws in
+                guard try store.sessionExists(id: id) else { return missing("no session with id \(id)") }
+                io.out(try store.revokeSession(id: id) ? "revoked session \(id)" : "session \(id) was already revoked")
+                return ExitCode.ok
             }
         default:
             return usage(Self.sessionsUsage)
@@ -67,42 +46,29 @@ public struct OperatorCommands {
 
     /// `prune`: deletes expired sessions, sessions revoked longer ago than the retention, and old audit
     /// rows, in batches of `--batch` rows (one short statement each, so sign-ins never wait on it).
-    public func prune(_ arguments: [String]) -> Int32 {
-        var revokedRetention: Int64 = 30 * 86_400
-        var auditRetention: Int64 = 90 * 86_400
-        var batch = 1_000
+    func prune(_ arguments: [String]) -> Int32 {
+        var policy = PrunePolicy()
         var rest = arguments[...]
         while let option = rest.popFirst() {
             guard let value = rest.popFirst() else { return usage(Self.pruneUsage) }
             switch option {
             case "--revoked-retention":
                 guard let seconds = Configuration.parseDuration(value) else { return usage(Self.pruneUsage) }
-                revokedRetention = seconds
+                policy.revokedRetention = seconds
             case "--audit-retention":
                 guard let seconds = Configuration.parseDuration(value) else { return usage(Self.pruneUsage) }
-                auditRetention = seconds
+                policy.auditRetention = seconds
             case "--batch":
-                guard let n = Int(value), (1...100_000).contains(n) else { return usage(Self.pruneUsage) }
-                batch = n
+                guard let n = Configuration.decimal(value), (1...100_000).contains(n) else { return usage(Self.pruneUsage) }
+                policy.batch = Int(n)
             default:
                 return usage(Self.pruneUsage)
             }
         }
-        return withDatabase { connection throws(StoreError) in
-            var sessions = 0, signIns = 0
-            while true {
-                let deleted = try connection.query(OperatorQueries.pruneSessions,
-                                                   [Queries.interval(idleTTL), Queries.interval(revokedRetention), String(batch)]).affectedRows
-                sessions += deleted
-                if deleted < batch { break }
-            }
-            while true {
-                let deleted = try connection.query(OperatorQueries.pruneSignIns, [Queries.interval(auditRetention), String(batch)]).affectedRows
-                signIns += deleted
-                if deleted < batch { break }
-            }
-            out("pruned \(sessions) session(s) and \(signIns) sign-in audit row(s)")
-            return 0
+        return withStore("prune") { store throws in
+            let pruned = try store.prune(policy)
+            io.out("pruned \(pruned.sessions) session(s) and \(pruned.signIns) sign-in audit row(s)")
+            return ExitCode.ok
         }
     }
 
@@ -121,17 +87,21 @@ public struct OperatorCommands {
     }
 
     private func usage(_ text: String) -> Int32 {
-        err(text)
-        return 2
+        io.err(text)
+        return ExitCode.usage
     }
 
-    private func withDatabase(_ body: (Connection) throws(StoreError) -> Int32) -> Int32 {
+    private func missing(_ text: String) -> Int32 {
+        io.err(Self.printable(text))
+        return ExitCode.failed
+    }
+
+    private func withStore(_ command: String, _ body: (PostgresStore) throws -> Int32) -> Int32 {
         do {
-            let connection = try Connection(conninfo: conninfo)
-            return try body(connection)
+            let configuration = try Commands.configuration(io, requireClientIDs: false)
+            return try body(PostgresStore(conninfo: configuration.conninfo, policy: configuration.sessionPolicy, log: io.log))
         } catch {
-            err("database unavailable: \(error.code.name)\(error.sqlState.map { " (SQLSTATE \($0))" } ?? "")")
-            return 3
+            return Commands.exit(for: error, io, command)
         }
     }
 }

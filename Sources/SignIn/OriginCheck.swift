@@ -103,12 +103,12 @@ public struct OriginCheck: Sendable {
     /// Decides from the raw header values (`nil` when the header is absent).
     public func decide(origin: String?, secFetchSite: String?) -> Decision {
         if let origin {
-            let trimmed = origin.trimmingASCIISpaces()
+            let trimmed = origin.trimmingASCIIWhitespace()
             if trimmed == "null" { return .refused(reason: "opaque Origin (null)") }
             guard let parsed = Origin(parsing: trimmed) else { return .refused(reason: "malformed Origin") }
             return siteOrigins.contains(parsed) ? .allowed : .refused(reason: "Origin is not a site origin")
         }
-        if let secFetchSite, secFetchSite.trimmingASCIISpaces().lowercased() == "same-origin" {
+        if let secFetchSite, secFetchSite.trimmingASCIIWhitespace().lowercased() == "same-origin" {
             return .allowed
         }
         return .refused(reason: "no Origin and Sec-Fetch-Site is not same-origin")
@@ -127,20 +127,4 @@ public struct OriginCheck: Sendable {
 
     /// Sign in with Google's redirect mode posts the web form from Google's own page.
     static let google = Origin(parsing: "https://accounts.google.com")!
-
-    /// `decide(origin:secFetchSite:) == .allowed`.
-    public func allows(origin: String?, secFetchSite: String?) -> Bool {
-        decide(origin: origin, secFetchSite: secFetchSite) == .allowed
-    }
-}
-
-extension StringProtocol {
-    /// Drops leading and trailing spaces and horizontal tabs (HTTP's optional whitespace).
-    func trimmingASCIISpaces() -> String {
-        let isSpace: (Character) -> Bool = { $0 == " " || $0 == "\t" }
-        guard let first = firstIndex(where: { !isSpace($0) }), let last = lastIndex(where: { !isSpace($0) }) else {
-            return ""
-        }
-        return String(self[first...last])
-    }
 }

@@ -1,12 +1,10 @@
 // The application's SQL: every statement a request or an operator command runs, with $n parameters only.
 import Store
 
-/// Statements are prepared once per connection (named) and reused by that worker.
+/// Statements are prepared once per connection (named) and reused by that worker. Times come back as
+/// whole Unix seconds (`extract(epoch ...)::bigint`), decoded into `Timestamp`.
 enum Queries {
-    /// A duration as the interval literal the statements' `$n::interval` parameters take.
-    static func interval(_ seconds: Int64) -> String { "\(seconds) seconds" }
-
-    /// Session authentication shared by every session route: the live session whose hash is $1, where $2 is
+    /// Session authentication shared by the session routes: the live session whose hash is $1, where $2 is
     /// the idle timeout (interval). Revoked, expired, idle or disabled-user sessions do not match.
     private static let liveSession = """
         SELECT s.id, s.user_id, s.last_seen_at
@@ -19,12 +17,13 @@ enum Queries {
         """
 
     /// One sign-in in one round trip: upsert the user on google_sub, open a session unless the account is
-    /// disabled or its Google sign-in is blocked, and write the audit row. A single statement is a single
-    /// transaction, and ON CONFLICT makes concurrent first sign-ins of one user race-free.
-    /// $1 google_sub, $2 email, $3 email_verified ('true'/'false'), $4 name, $5 given_name, $6 family_name,
-    /// $7 picture, $8 locale, $9 hosted_domain, $10 token_hash (hex SHA-256 of the session token),
-    /// $11 session lifetime (interval), $12 client_id (aud), $13 user_agent, $14 ip (NULL if not an address).
-    /// One row; `refusal` is NULL and `session_id` set on success, else `refusal` names the reason.
+    /// disabled or its Google sign-in is blocked, revoke the user's oldest live sessions beyond the limit, and
+    /// write the audit row. A single statement is a single transaction, and ON CONFLICT makes concurrent first
+    /// sign-ins of one user race-free (they also queue on the user's row, so the limit holds but for races).
+    /// $1 google_sub, $2 email, $3 email_verified, $4 name, $5 given_name, $6 family_name, $7 picture,
+    /// $8 locale, $9 hosted_domain, $10 token_hash (hex SHA-256 of the session token), $11 session lifetime
+    /// (interval), $12 client_id (aud), $13 user_agent, $14 ip (NULL if not an address), $15 live sessions a
+    /// user may hold. One row: user_id, created, refusal (NULL on success), session_id, expires_at (epoch).
     static let signIn = Statement(name: "sign_in", sql: """
         WITH u AS (
             INSERT INTO signin.users AS u
@@ -38,8 +37,7 @@ enum Queries {
                    updated_at = now(),
                    last_sign_in_at = CASE WHEN u.disabled_at IS NULL AND u.google_sign_in_blocked_at IS NULL
                                           THEN now() ELSE u.last_sign_in_at END
-            RETURNING u.id, u.google_sub, u.email, u.email_verified, u.name, u.given_name, u.family_name,
-                      u.picture, u.locale, u.hosted_domain, (u.xmax = 0) AS created,
+            RETURNING u.id, u.google_sub, (u.xmax = 0) AS created,
                       CASE WHEN u.disabled_at IS NOT NULL THEN 'account_disabled'
                            WHEN u.google_sign_in_blocked_at IS NOT NULL THEN 'google_sign_in_blocked'
                       END AS refusal
@@ -50,16 +48,19 @@ enum Queries {
               FROM u
              WHERE u.refusal IS NULL
             RETURNING id, expires_at
+        ), capped AS (
+            UPDATE signin.sessions t SET revoked_at = now(), revoked_reason = 'session_limit'
+             WHERE t.id IN (SELECT o.id FROM signin.sessions o JOIN u ON o.user_id = u.id
+                             WHERE u.refusal IS NULL AND o.revoked_at IS NULL AND o.expires_at > now()
+                             ORDER BY o.id DESC OFFSET greatest($15::int - 1, 0))
+            RETURNING t.id
         ), audit AS (
             INSERT INTO signin.sign_ins (user_id, google_sub, outcome, reason, client_id, ip, user_agent, session_id)
             SELECT u.id, u.google_sub, CASE WHEN u.refusal IS NULL THEN 'success' ELSE 'failure' END, u.refusal,
                    $12, $14::inet, left($13, 1024), s.id
               FROM u LEFT JOIN s ON true
         )
-        SELECT u.id AS user_id, u.google_sub, u.email, u.email_verified, u.name, u.given_name, u.family_name,
-               u.picture, u.locale, u.hosted_domain, u.created, u.refusal, s.id AS session_id,
-               to_char(s.expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS expires_at,
-               extract(epoch FROM s.expires_at)::bigint AS expires_at_unix
+        SELECT u.id, u.created, u.refusal, s.id, extract(epoch FROM s.expires_at)::bigint
           FROM u LEFT JOIN s ON true
         """)
 
@@ -72,11 +73,11 @@ enum Queries {
 
     /// The auth_request check: the session's user if the session is live. $1 token_hash (hex), $2 idle
     /// timeout (interval). Refreshes last_seen_at at most once a minute. No row: no valid session (unknown,
-    /// revoked, expired, idle too long, or user disabled).
+    /// revoked, expired, idle too long, or user disabled). Columns: session_id, user_id, google_sub, email,
+    /// email_verified, expires_at (epoch).
     static let checkSession = Statement(name: "check_session", sql: """
         WITH s AS (
-            SELECT s.id, s.user_id, s.last_seen_at, s.expires_at, u.google_sub, u.email, u.email_verified,
-                   u.name, u.picture
+            SELECT s.id, s.user_id, s.last_seen_at, s.expires_at, u.google_sub, u.email, u.email_verified
               FROM signin.sessions s
               JOIN signin.users u ON u.id = s.user_id
              WHERE s.token_hash = decode($1, 'hex')
@@ -89,8 +90,7 @@ enum Queries {
               FROM s
              WHERE t.id = s.id AND s.last_seen_at < now() - interval '60 seconds'
         )
-        SELECT s.id AS session_id, s.user_id, s.google_sub, s.email, s.email_verified, s.name, s.picture,
-               to_char(s.expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS expires_at
+        SELECT s.id, s.user_id, s.google_sub, s.email, s.email_verified, extract(epoch FROM s.expires_at)::bigint
           FROM s
         """)
 
@@ -109,28 +109,37 @@ enum Queries {
         SELECT me.id, (SELECT count(*) FROM revoked) FROM me
         """)
 
-    /// The signed-in user's live sessions, newest first: $1 hash, $2 idle timeout (interval).
+    /// One page of the signed-in user's live sessions, newest first: $1 hash, $2 idle timeout (interval),
+    /// $3 page size, $4 the id the page starts below (NULL: the first page). One row per session (at most
+    /// $3 + 1, the extra one tells that a next page exists), or a single row of NULL session columns when the
+    /// page is empty; no row: not signed in. Columns: the presenting session's id, then the session's id,
+    /// created_at, last_seen_at, expires_at (epoch), user_agent, ip, client_id.
     static let listSessions = Statement(name: "list_sessions", sql: """
         WITH me AS (\(liveSession))
-        SELECT s.id,
-               to_char(s.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
-               to_char(s.last_seen_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
-               to_char(s.expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
-               s.user_agent, host(s.ip), s.id = me.id, s.client_id
-        FROM signin.sessions s JOIN me ON s.user_id = me.user_id
-        WHERE s.revoked_at IS NULL AND s.expires_at > now()
-          AND s.last_seen_at > now() - $2::interval
-        ORDER BY s.created_at DESC, s.id DESC
+        SELECT me.id, p.id, p.created_at, p.last_seen_at, p.expires_at, p.user_agent, p.ip, p.client_id
+          FROM me LEFT JOIN LATERAL (
+               SELECT s.id, extract(epoch FROM s.created_at)::bigint AS created_at,
+                      extract(epoch FROM s.last_seen_at)::bigint AS last_seen_at,
+                      extract(epoch FROM s.expires_at)::bigint AS expires_at,
+                      s.user_agent, host(s.ip) AS ip, s.client_id
+                 FROM signin.sessions s
+                WHERE s.user_id = me.user_id AND s.revoked_at IS NULL AND s.expires_at > now()
+                  AND s.last_seen_at > now() - $2::interval
+                  AND ($4::bigint IS NULL OR s.id < $4::bigint)
+                ORDER BY s.id DESC
+                LIMIT $3::int + 1) p ON true
+         ORDER BY p.id DESC
         """)
 
-    /// Revoke one of the signed-in user's own sessions: $1 hash, $2 idle timeout (interval), $3 session id.
-    /// No row: not signed in; a count of 0: no such live session of this user.
+    /// Revoke one of the signed-in user's own live sessions: $1 hash, $2 idle timeout (interval), $3 session
+    /// id. No row: not signed in; a count of 0: no such live session of this user.
     static let revokeOwnSession = Statement(name: "revoke_own_session", sql: """
         WITH me AS (\(liveSession)),
         revoked AS (
             UPDATE signin.sessions s SET revoked_at = now(), revoked_reason = 'user_revoked'
             FROM me
             WHERE s.id = $3::bigint AND s.user_id = me.user_id AND s.revoked_at IS NULL
+              AND s.expires_at > now() AND s.last_seen_at > now() - $2::interval
             RETURNING s.id
         )
         SELECT me.id, (SELECT count(*) FROM revoked) FROM me
@@ -139,20 +148,19 @@ enum Queries {
 
 /// Statements of the operator commands (`tokensignin sessions ...`, `tokensignin prune`).
 enum OperatorQueries {
-    /// Every session of the user whose sub is $1, newest first, live or not.
+    /// Every session of the user whose sub is $1, newest first, live or not, with its state under the idle
+    /// timeout $2 (interval).
     static let listUserSessions = """
-        SELECT s.id,
-               to_char(s.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
-               to_char(s.last_seen_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
-               to_char(s.expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
+        SELECT s.id, extract(epoch FROM s.created_at)::bigint, extract(epoch FROM s.last_seen_at)::bigint,
+               extract(epoch FROM s.expires_at)::bigint,
                CASE WHEN s.revoked_at IS NOT NULL THEN 'revoked:' || coalesce(s.revoked_reason, '')
                     WHEN s.expires_at <= now() THEN 'expired'
                     WHEN s.last_seen_at <= now() - $2::interval THEN 'idle'
                     ELSE 'active' END,
-               coalesce(host(s.ip), '-'), coalesce(s.client_id, '-'), coalesce(s.user_agent, '-')
+               host(s.ip), s.client_id, s.user_agent
         FROM signin.sessions s JOIN signin.users u ON u.id = s.user_id
         WHERE u.google_sub = $1
-        ORDER BY s.created_at DESC, s.id DESC
+        ORDER BY s.id DESC
         """
 
     /// Revokes every live session of the user whose sub is $1; returns the revoked ids.
@@ -170,8 +178,8 @@ enum OperatorQueries {
         RETURNING id
         """
 
-    static let userExists = "SELECT 1 FROM signin.users WHERE google_sub = $1"
-    static let sessionExists = "SELECT 1 FROM signin.sessions WHERE id = $1::bigint"
+    static let userExists = "SELECT count(*) FROM signin.users WHERE google_sub = $1"
+    static let sessionExists = "SELECT count(*) FROM signin.sessions WHERE id = $1::bigint"
 
     /// Pruning, one small batch per statement so sign-ins never wait on a long lock.
     /// Sessions past their absolute expiry, unrevoked sessions idle beyond the interval $1, and sessions
@@ -195,9 +203,9 @@ enum OperatorQueries {
 }
 
 /// The responder's statements by name, for `tokensignin dev sql` (benchmarks run the same SQL in pgbench).
-public enum StatementCatalog {
+enum StatementCatalog {
     static let statements = [Queries.signIn, Queries.checkSession, Queries.signInFailure, Queries.signOut,
                              Queries.listSessions, Queries.revokeOwnSession]
-    public static var names: [String] { statements.map(\.name) }
-    public static func sql(named name: String) -> String? { statements.first { $0.name == name }?.sql }
+    static var names: [String] { statements.map(\.name) }
+    static func sql(named name: String) -> String? { statements.first { $0.name == name }?.sql }
 }

@@ -37,12 +37,15 @@ public enum Serve {
             log.warning("database_unavailable_at_start", ["code": error.code.name, "sqlstate": error.sqlState])
         }
 
-        let service = Service(configuration: configuration, keys: keys, log: log, clock: clock)
         log.info("started", ["listen": server.address, "workers": String(configuration.workers),
                              "client_ids": configuration.clientIDs.joined(separator: ","),
                              "keys": configuration.jwksFile ?? configuration.jwksURL])
         do {
-            try server.run { worker in service.makeHandler(worker: worker) }
+            try server.run { _ in
+                Application(configuration: configuration, tokens: keys,
+                            store: PostgresStore(conninfo: configuration.conninfo, policy: configuration.sessionPolicy, log: log),
+                            log: log, clock: clock)
+            }
         } catch {
             throw SignInError(.serverFailed, "the FastCGI server failed: \(error.code.name) \(error.detail)")
         }

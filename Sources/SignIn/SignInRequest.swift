@@ -104,13 +104,13 @@ enum MediaType {
         guard let contentType else { throw SignInError(.unsupportedMediaType, "no Content-Type") }
         let parts = contentType.split(separator: ";", omittingEmptySubsequences: false)
         let type: MediaType
-        switch parts[0].trimmingASCIISpaces().lowercased() {
+        switch parts[0].trimmingASCIIWhitespace().lowercased() {
         case "application/json": type = .json
         case "application/x-www-form-urlencoded": type = .form
         default: throw SignInError(.unsupportedMediaType, "unsupported Content-Type")
         }
         for parameter in parts.dropFirst() {
-            let parameter = parameter.trimmingASCIISpaces()
+            let parameter = parameter.trimmingASCIIWhitespace()
             guard let equals = parameter.firstIndex(of: "=") else {
                 throw SignInError(.unsupportedMediaType, "malformed Content-Type parameter")
             }

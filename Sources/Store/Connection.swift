@@ -65,9 +65,9 @@ public final class Connection {
         return nil
     }
 
-    /// Runs `sql` with `$n` parameters (text format; `nil` is NULL) through the extended protocol.
+    /// Runs `sql` with `$n` parameters (text format; a nil value is NULL) through the extended protocol.
     @discardableResult
-    public func query(_ sql: String, _ params: [String?] = []) throws(StoreError) -> Rows {
+    public func query(_ sql: String, _ params: [any SQLParameter] = []) throws(StoreError) -> Rows {
         try ensureConnected()
         let result = try Connection.withParameters(params) { count, values in
             PQexecParams(pg, sql, count, nil, values, nil, nil, 0)
@@ -77,7 +77,7 @@ public final class Connection {
 
     /// Runs a named prepared statement, preparing it first if this server session has not seen it.
     @discardableResult
-    public func execute(_ statement: Statement, _ params: [String?] = []) throws(StoreError) -> Rows {
+    public func execute(_ statement: Statement, _ params: [any SQLParameter] = []) throws(StoreError) -> Rows {
         try ensureConnected()
         try prepareIfNeeded(statement)
         let result = try Connection.withParameters(params) { count, values in
@@ -161,7 +161,7 @@ public final class Connection {
     /// Copies a result out and frees it, or turns it into a StoreError (marking the connection for reset).
     private func rows(from pointer: OpaquePointer?) throws(StoreError) -> Rows {
         guard let pointer else { throw failure(nil) }
-        let result = Result(pointer)
+        let result = QueryResult(pointer)
         let status = PQresultStatus(result.pointer)
         guard status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK || status == PGRES_EMPTY_QUERY else {
             throw failure(result.pointer)
@@ -206,13 +206,13 @@ public final class Connection {
 
     /// Lays the parameters out in one NUL-separated buffer and hands libpq pointers into it (NULL for nil).
     private static func withParameters(
-        _ params: [String?], _ body: (Int32, UnsafePointer<UnsafePointer<CChar>?>?) -> OpaquePointer?
+        _ params: [any SQLParameter], _ body: (Int32, UnsafePointer<UnsafePointer<CChar>?>?) -> OpaquePointer?
     ) throws(StoreError) -> OpaquePointer? {
         var buffer: [CChar] = [0]
         var offsets: [Int?] = []
         offsets.reserveCapacity(params.count)
-        for param in params {
-            guard let param else { offsets.append(nil); continue }
+        for value in params {
+            guard let param = value.sqlText else { offsets.append(nil); continue }
             // libpq reads text parameters up to the first NUL; refuse rather than silently truncate.
             if param.utf8.contains(0) { throw StoreError(.invalidParameter, "a parameter contains a NUL character") }
             offsets.append(buffer.count)
@@ -252,7 +252,7 @@ public final class Connection {
 }
 
 /// A PGresult owned for one scope: cleared when the struct goes away, never copied.
-struct Result: ~Copyable {
+struct QueryResult: ~Copyable {
     let pointer: OpaquePointer
     init(_ pointer: OpaquePointer) { self.pointer = pointer }
     deinit { PQclear(pointer) }

@@ -28,23 +28,30 @@ public struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
     public func hash(into hasher: inout Hasher) { hasher.combine(code) }
     public var description: String { code.name }
 
-    /// True when the same request may succeed if tried again (database down or restarting, connection lost,
-    /// serialization failure or deadlock): the client is not at fault, answer 503.
+    /// True when the same request may succeed if tried again: the database is down, restarting, failing over
+    /// or overloaded, a timeout fired, or the transaction lost a race. The client is not at fault: answer 503.
+    /// Anything else (a missing table, a permission refused, a constraint our own SQL broke) is a fault of the
+    /// deployment or the code, and retrying will not help.
     public var isRetryable: Bool {
-        if code == .connectionFailed || code == .connectionLost || code == .serializationFailure { return true }
+        if code == .connectionFailed || code == .connectionLost || code == .serializationFailure || code == .timedOut {
+            return true
+        }
         guard let sqlState else { return false }
         return StoreError.isRetryable(sqlState: sqlState)
     }
 
-    /// Class 08 (connection exception), 57P01-57P03 (admin/crash shutdown, cannot connect now),
-    /// 40001 (serialization failure), 40P01 (deadlock detected).
+    /// Class 08 (connection exception), class 53 (insufficient resources: too many connections, out of memory
+    /// or disk), 57P01-57P03 (shutdown, cannot connect now), 40001/40P01 (serialization failure, deadlock),
+    /// 57014 (statement_timeout), 55P03 (lock_timeout), 25006 (read-only: we reached a standby after a failover).
     static func isRetryable(sqlState: String) -> Bool {
-        sqlState.hasPrefix("08") || ["57P01", "57P02", "57P03", "40001", "40P01"].contains(sqlState)
+        sqlState.hasPrefix("08") || sqlState.hasPrefix("53")
+            || ["57P01", "57P02", "57P03", "40001", "40P01", "57014", "55P03", "25006"].contains(sqlState)
     }
 
-    /// States after which the session on this connection is gone and libpq must reconnect.
+    /// States after which this connection must be re-established: the server session is gone, or the server is a
+    /// read-only standby (after a failover libpq must pick the new primary again, `target_session_attrs`).
     static func losesConnection(sqlState: String) -> Bool {
-        sqlState.hasPrefix("08") || ["57P01", "57P02", "57P03"].contains(sqlState)
+        sqlState.hasPrefix("08") || ["57P01", "57P02", "57P03", "25006"].contains(sqlState)
     }
 
     /// The code for a server error with this SQLSTATE.
@@ -54,6 +61,8 @@ public struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
         switch sqlState {
         case "23505": return .uniqueViolation
         case "40001", "40P01": return .serializationFailure
+        case "57014", "55P03": return .timedOut
+        case "42501": return .permissionDenied
         default: return sqlState.hasPrefix("23") ? .constraintViolation : .queryFailed
         }
     }
@@ -72,6 +81,12 @@ extension StoreError.Code {
     public static let constraintViolation = Self("constraint_violation")
     /// SQLSTATE 40001 or 40P01: the transaction lost a race; running it again may succeed.
     public static let serializationFailure = Self("serialization_failure")
+    /// SQLSTATE 57014 or 55P03: the statement or lock timeout fired (a long lock, an overloaded server).
+    public static let timedOut = Self("timed_out")
+    /// SQLSTATE 42501: the role lacks a privilege (a deployment fault, not an outage).
+    public static let permissionDenied = Self("permission_denied")
+    /// A result did not have the shape the caller's SQL promises (column count, NULL, type): a bug, not an outage.
+    public static let unexpectedResult = Self("unexpected_result")
     /// A parameter or statement libpq cannot carry (a NUL character in text, two statements under one name).
     public static let invalidParameter = Self("invalid_parameter")
     /// A migration file is unreadable, misnamed, duplicated, not UTF-8, failed, or ended its own transaction.

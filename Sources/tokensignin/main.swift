@@ -1,34 +1,85 @@
-// tokensignin command line: one function per subcommand, each in its own file; exit codes are a documented contract.
+// tokensignin: the process around the commands in SignIn — its environment, standard streams, files and clock.
 #if canImport(Glibc)
 import Glibc
 #endif
+import SignIn
 
-let usage = """
-    usage: tokensignin serve [--help | --FLAG VALUE ...]   (settings: TOKENSIGNIN_* variables, see --help)
-           tokensignin migrate [--sql-dir DIR]
-           tokensignin sessions list --user SUB
-           tokensignin sessions revoke --user SUB | --session ID
-           tokensignin prune [--revoked-retention DURATION] [--audit-retention DURATION] [--batch N]
-           tokensignin verify [--client-id ID]... [--jwks FILE | --jwks-url URL] [--now UNIX_SECONDS]
-                              [--clock-skew SECONDS] [--hosted-domain DOMAIN]... TOKEN|-
-           tokensignin dev keygen --out DIR [--kind rsa|p256]
-           tokensignin dev token --key PEM --kid KID --aud CLIENT_ID --sub SUB [--email E [--email-verified false]] [--name N] [--hd D]
-                                 [--iat UNIX] [--ttl SECONDS] [--count N]
-           tokensignin dev sql NAME
-    """
-
-let arguments = Array(CommandLine.arguments.dropFirst())
-let status: Int32
-switch arguments.first {
-case "serve": status = serveCommand(arguments.dropFirst())
-case "migrate": status = migrateCommand(arguments.dropFirst())
-case "sessions": status = sessionsCommand(arguments.dropFirst())
-case "prune": status = pruneCommand(arguments.dropFirst())
-case "verify": status = verifyCommand(arguments.dropFirst())
-case "dev": status = devCommand(arguments.dropFirst())
-case "-h", "--help", "help": print(usage); status = 0
-default:
-    printError(usage)
-    status = 2
+/// Writes all of `text` and a newline to `fd` (partial writes and EINTR retried; a closed stream is given up).
+private func writeLine(_ fd: Int32, _ text: String) {
+    let bytes = Array((text + "\n").utf8)
+    var offset = 0
+    while offset < bytes.count {
+        let n = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + offset, $0.count - offset) }
+        if n < 0 && errno == EINTR { continue }
+        if n <= 0 { return }
+        offset += n
+    }
 }
-exit(status)
+
+/// Reads `fd` to its end, or until more than `limit` bytes; nil on a read error.
+private func readAll(_ fd: Int32, limit: Int) -> [UInt8]? {
+    var out: [UInt8] = []
+    var buffer = [UInt8](repeating: 0, count: 65536)
+    while out.count <= limit {
+        let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        if n < 0 { if errno == EINTR { continue }; return nil }
+        if n == 0 { break }
+        out += buffer[0..<n]
+    }
+    return out
+}
+
+/// The process environment as a dictionary.
+private func environmentDictionary() -> [String: String] {
+    var result: [String: String] = [:]
+    var entry = environ
+    while let pointer = entry.pointee {
+        let pair = String(cString: pointer)
+        if let equals = pair.firstIndex(of: "=") {
+            result[String(pair[..<equals])] = String(pair[pair.index(after: equals)...])
+        }
+        entry += 1
+    }
+    return result
+}
+
+/// One log line on stderr: an RFC 3339 UTC timestamp, then the logfmt fields.
+private let standardErrorLog = Log { line in
+    var now = time(nil)
+    var parts = tm()
+    gmtime_r(&now, &parts)
+    var buffer = [CChar](repeating: 0, count: 32)
+    let length = strftime(&buffer, buffer.count, "%Y-%m-%dT%H:%M:%SZ", &parts)
+    let stamp = String(decoding: buffer[0..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    writeLine(2, "ts=\(stamp) \(line)")
+}
+
+let io = CommandIO(
+    environment: environmentDictionary(),
+    processorCount: Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))),
+    out: { writeLine(1, $0) },
+    err: { writeLine(2, $0) },
+    log: standardErrorLog,
+    now: { Int64(time(nil)) },
+    readStandardInput: { readAll(0, limit: $0) },
+    readFile: { path, limit in
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        return readAll(fd, limit: limit)
+    },
+    writeFile: { path, bytes, mode in
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode_t(mode))
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        var offset = 0
+        while offset < bytes.count {
+            let n = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + offset, $0.count - offset) }
+            if n < 0 { if errno == EINTR { continue }; return false }
+            offset += n
+        }
+        return fchmod(fd, mode_t(mode)) == 0
+    },
+    makeDirectory: { path in mkdir(path, 0o755) == 0 || errno == EEXIST }
+)
+exit(Commands.run(Array(CommandLine.arguments.dropFirst()), io))

@@ -25,6 +25,8 @@ private func rendered(_ config: Configuration, _ setting: Configuration.Setting)
     case .cookieName: config.cookieName
     case .siteOrigins: config.siteOrigins.map(\.description).joined(separator: "|")
     case .signInRedirect: config.signInRedirect
+    case .maxSessionsPerUser: String(config.maxSessionsPerUser)
+    case .sqlDirectory: config.sqlDirectory
     }
 }
 
@@ -42,6 +44,8 @@ private func rendered(_ config: Configuration, _ setting: Configuration.Setting)
         (.cookieName, "__Host-tokensignin"),
         (.siteOrigins, ""),
         (.signInRedirect, "/"),
+        (.maxSessionsPerUser, "100"),
+        (.sqlDirectory, "sql"),
     ])
     func unsetSettingTakesItsDefault(setting: Configuration.Setting, expected: String) throws {
         #expect(rendered(try configuration(), setting) == expected)
@@ -78,6 +82,8 @@ private func rendered(_ config: Configuration, _ setting: Configuration.Setting)
         (.cookieName, "env_cookie", "sid", "sid"),
         (.siteOrigins, "https://env.example", "HTTPS://Example.com:443,http://localhost:8080", "https://example.com|http://localhost:8080"),
         (.signInRedirect, "/env", "/welcome?x=1", "/welcome?x=1"),
+        (.maxSessionsPerUser, "5", "7", "7"),
+        (.sqlDirectory, "/env/sql", "/usr/share/tokensignin/sql", "/usr/share/tokensignin/sql"),
     ])
     func flagOverridesEnvironment(setting: Configuration.Setting, environment: String, flag: String, expected: String) throws {
         let env = [setting.variable: environment]
@@ -98,7 +104,8 @@ private func rendered(_ config: Configuration, _ setting: Configuration.Setting)
             "TOKENSIGNIN_CLIENT_IDS", "TOKENSIGNIN_JWKS_URL", "TOKENSIGNIN_JWKS_FILE", "TOKENSIGNIN_LISTEN",
             "TOKENSIGNIN_WORKERS", "TOKENSIGNIN_HOSTED_DOMAINS", "TOKENSIGNIN_CLOCK_SKEW", "TOKENSIGNIN_DATABASE_URL",
             "TOKENSIGNIN_SESSION_TTL", "TOKENSIGNIN_SESSION_IDLE_TTL", "TOKENSIGNIN_COOKIE_NAME",
-            "TOKENSIGNIN_SITE_ORIGINS", "TOKENSIGNIN_SIGNIN_REDIRECT",
+            "TOKENSIGNIN_SITE_ORIGINS", "TOKENSIGNIN_SIGNIN_REDIRECT", "TOKENSIGNIN_MAX_SESSIONS_PER_USER",
+            "TOKENSIGNIN_SQL_DIR",
         ])
         #expect(Configuration.Setting.clientIDs.flag == "--client-ids")
         #expect(Configuration.Setting.signInRedirect.flag == "--signin-redirect")
@@ -111,6 +118,15 @@ private func rendered(_ config: Configuration, _ setting: Configuration.Setting)
             Issue.record("accepted")
         } catch {
             #expect(error.description == "TOKENSIGNIN_CLIENT_IDS is required")
+        }
+    }
+
+    @Test func commandsThatVerifyNothingNeedNoClientIDs() throws {
+        let config = try Configuration(environment: [:], processorCount: 1, requireClientIDs: false)
+        #expect(config.clientIDs.isEmpty)
+        // Every other setting is still checked the same way as for serve.
+        #expect(throws: SignInError(.invalidConfiguration)) {
+            try Configuration(environment: ["TOKENSIGNIN_SESSION_IDLE_TTL": "forever"], processorCount: 1, requireClientIDs: false)
         }
     }
 
@@ -132,6 +148,7 @@ private func rendered(_ config: Configuration, _ setting: Configuration.Setting)
         ("TOKENSIGNIN_DATABASE_URL", "host=db password=secret", "TOKENSIGNIN_DATABASE_URL must start with postgresql:// or postgres://"),
         ("TOKENSIGNIN_COOKIE_NAME", "a;b", "TOKENSIGNIN_COOKIE_NAME must be a token (letters, digits and !#$%&'*+-.^_`|~), got 'a;b'"),
         ("TOKENSIGNIN_SITE_ORIGINS", "https://example.com/", "TOKENSIGNIN_SITE_ORIGINS has a malformed origin (want scheme://host[:port], no path): 'https://example.com/'"),
+        ("TOKENSIGNIN_MAX_SESSIONS_PER_USER", "0", "TOKENSIGNIN_MAX_SESSIONS_PER_USER must be a whole number (1...10000), got '0'"),
         ("TOKENSIGNIN_SIGNIN_REDIRECT", "//evil.example", "TOKENSIGNIN_SIGNIN_REDIRECT must be a path starting with a single '/' or an https URL on one of TOKENSIGNIN_SITE_ORIGINS, got '//evil.example'"),
     ])
     func malformedValueMessageIsExact(variable: String, value: String, message: String) {

@@ -59,7 +59,7 @@ private let check = OriginCheck(siteOrigins: [Origin(parsing: "https://example.c
         (nil, nil, false),
     ] as [(String?, String?, Bool)])
     func stateChangeIsAllowedOnlyFromASiteOrigin(origin: String?, secFetchSite: String?, allowed: Bool) {
-        #expect(check.allows(origin: origin, secFetchSite: secFetchSite) == allowed)
+        #expect((check.decide(origin: origin, secFetchSite: secFetchSite) == .allowed) == allowed)
     }
 
     @Test func refusalCarriesAReasonForLogs() {
@@ -97,7 +97,7 @@ private let check = OriginCheck(siteOrigins: [Origin(parsing: "https://example.c
 
     @Test func noSiteOriginsAllowsOnlySameOriginFetches() {
         let empty = OriginCheck(siteOrigins: [])
-        #expect(!empty.allows(origin: "https://example.com", secFetchSite: nil))
-        #expect(empty.allows(origin: nil, secFetchSite: "same-origin"))
+        #expect(!(empty.decide(origin: "https://example.com", secFetchSite: nil) == .allowed))
+        #expect((empty.decide(origin: nil, secFetchSite: "same-origin") == .allowed))
     }
 }

@@ -177,7 +177,7 @@ private let refusedBodies: [(String?, String, SignInError.Code)] = [
                 Issue.record("accepted")
             } catch {
                 #expect(!error.detail.contains("ZZZZ") && !error.detail.contains(token))
-                #expect(!String(decoding: HTTPReply.error(for: error).body, as: UTF8.self).contains(token))
+                #expect(!String(decoding: Failure(error).response.body, as: UTF8.self).contains(token))
             }
         }
     }

@@ -144,9 +144,36 @@ import Testing
         #expect(throws: StoreError(.constraintViolation)) { try other.query("INSERT INTO t VALUES (-1)") }
     }
 
+    @Test func timeoutsAreRetryableOutagesAndAMissingPrivilegeIsAFault() throws {
+        let db = try TestDatabase("faults")
+        let connection = try db.connect()
+        try connection.query("SET statement_timeout = 50")
+        do {
+            try connection.query("SELECT pg_sleep(2)")
+            Issue.record("the statement timeout did not fire")
+        } catch {
+            #expect(error.code == .timedOut && error.sqlState == "57014" && error.isRetryable)
+        }
+        try connection.query("RESET statement_timeout")
+        let role = "no_privileges_\(randomHex(4))"
+        try connection.query("CREATE TABLE secret (n int)")
+        try connection.query("CREATE ROLE \(role)")
+        defer { _ = try? connection.query("RESET ROLE"); _ = try? connection.query("DROP ROLE IF EXISTS \(role)") }
+        try connection.query("SET ROLE \(role)")
+        do {
+            try connection.query("SELECT * FROM secret")
+            Issue.record("read without the privilege")
+        } catch {
+            #expect(error.code == .permissionDenied && error.sqlState == "42501" && !error.isRetryable)
+        }
+        try connection.query("RESET ROLE")
+        try connection.query("DROP TABLE secret")
+    }
+
     @Test(arguments: [
         ("08006", true), ("08003", true), ("57P01", true), ("57P02", true), ("57P03", true),
-        ("40001", true), ("40P01", true), ("23505", false), ("42601", false), ("57014", false),
+        ("40001", true), ("40P01", true), ("57014", true), ("55P03", true), ("53300", true), ("25006", true),
+        ("23505", false), ("42601", false), ("42501", false), ("42P01", false), ("23514", false),
     ])
     func retryableServerStates(_ sqlState: String, _ retryable: Bool) {
         #expect(StoreError(.queryFailed, sqlState: sqlState).isRetryable == retryable)

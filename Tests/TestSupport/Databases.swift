@@ -61,12 +61,7 @@ public final class PrivateCluster {
         guard status == 0 else { throw StoreError(.queryFailed, "pgcluster \(command) exited \(status)") }
     }
 
-    deinit {
-        try? control("stop")
-        let data = (try? FileManager.default.destinationOfSymbolicLink(atPath: directory + "/data"))
-        try? FileManager.default.removeItem(atPath: directory)
-        if let data { try? FileManager.default.removeItem(atPath: data) }
-    }
+    deinit { try? control("destroy") }
 }
 
 /// Runs a program with this process's environment and returns its exit status.

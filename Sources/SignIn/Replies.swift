@@ -1,75 +1,36 @@
-// HTTP answers: the reply struct, the documented JSON error bodies, a small JSON encoder and RFC 3339 time.
+// HTTP answers: builders over FastCGI's Response, the documented error codes, a small JSON encoder, RFC 3339.
 
-/// One HTTP answer, independent of the FastCGI module (the router maps it to `FastCGI.Response`).
-public struct HTTPReply: Sendable {
-    public var status: Int
-    /// Header fields in order; `Set-Cookie` may repeat.
-    public var headers: [(String, String)]
-    public var body: [UInt8]
+import FastCGI
 
-    public init(status: Int, headers: [(String, String)] = [], body: [UInt8] = []) {
-        self.status = status
-        self.headers = headers
-        self.body = body
-    }
-
-    /// The first value of header `name` (case-insensitive), or nil.
-    public func header(_ name: String) -> String? {
-        let wanted = name.lowercased()
-        return headers.first(where: { $0.0.lowercased() == wanted })?.1
-    }
-
+/// Builders for the answers the routes give; `Response` is FastCGI's (the one reply type).
+extension Response {
     /// A JSON answer with `Content-Type: application/json` and `Cache-Control: no-store`, then `headers`
     /// (e.g. `Set-Cookie`).
-    public static func json(status: Int = 200, _ value: JSONValue, headers: [(String, String)] = []) -> HTTPReply {
+    static func json(status: Int = 200, _ value: JSONValue, headers: [(name: String, value: String)] = []) -> Response {
         var body = value.encoded()
         body.append(UInt8(ascii: "\n"))
-        return HTTPReply(status: status, headers: jsonHeaders + headers, body: body)
+        return Response(status: status, headers: jsonHeaders + headers, body: body)
     }
 
     /// `303 See Other` to `location` (the web form flow), `Cache-Control: no-store`, then `headers`.
-    public static func seeOther(_ location: String, headers: [(String, String)] = []) -> HTTPReply {
-        HTTPReply(status: 303, headers: [("Location", location), ("Cache-Control", "no-store")] + headers)
+    static func seeOther(_ location: String, headers: [(name: String, value: String)] = []) -> Response {
+        Response(status: 303, headers: [("Location", location), ("Cache-Control", "no-store")] + headers)
     }
 
-    /// `{"error": code, "error_description": description}` with the status that goes with the code.
-    public static func error(_ code: ErrorCode, _ description: String, headers: [(String, String)] = []) -> HTTPReply {
-        json(status: code.status, .object([("error", .string(code.rawValue)), ("error_description", .string(description))]),
-             headers: headers)
+    /// `204 No Content`, not to be cached, then `headers`.
+    static func noContent(headers: [(name: String, value: String)] = []) -> Response {
+        Response(status: 204, headers: [("Cache-Control", "no-store")] + headers)
     }
 
-    /// `405 method_not_allowed` with `Allow` listing the methods the path supports.
-    public static func methodNotAllowed(allow: [String]) -> HTTPReply {
-        error(.methodNotAllowed, "method not allowed", headers: [("Allow", allow.joined(separator: ", "))])
+    /// The first value of header `name` (case-insensitive), or nil.
+    func header(_ name: String) -> String? {
+        let wanted = name.lowercased()
+        return headers.first(where: { $0.name.lowercased() == wanted })?.value
     }
 
-    /// `503 temporarily_unavailable` with `Retry-After` in seconds (database or Google's keys unavailable).
-    public static func temporarilyUnavailable(retryAfter seconds: Int, _ description: String = "service temporarily unavailable") -> HTTPReply {
-        error(.temporarilyUnavailable, description, headers: [("Retry-After", String(max(seconds, 0)))])
-    }
-
-    /// The answer to a refused `SignInRequest` (see docs/http.md): 415, 400 or 403 with a fixed description
-    /// that never echoes the body. An `.invalidConfiguration` error never reaches here in practice; it maps
-    /// to `500 server_error` rather than blaming the client.
-    public static func error(for error: SignInError) -> HTTPReply {
-        switch error.code {
-        case .unsupportedMediaType:
-            return .error(.unsupportedMediaType, "send application/json or application/x-www-form-urlencoded")
-        case .malformedBody:
-            return .error(.invalidRequest, "the request body is malformed")
-        case .missingToken:
-            return .error(.invalidRequest, "the request carries no ID token")
-        case .tokenTooLarge:
-            return .error(.invalidRequest, "the ID token is too long")
-        case .csrfMismatch:
-            return .error(.csrfCheckFailed, "the CSRF token does not match its cookie")
-        default:
-            return .error(.serverError, "the server is misconfigured")
-        }
-    }
-
-    static let jsonHeaders = [("Content-Type", "application/json"), ("Cache-Control", "no-store"),
-                              ("X-Content-Type-Options", "nosniff")]
+    static let jsonHeaders: [(name: String, value: String)] = [
+        ("Content-Type", "application/json"), ("Cache-Control", "no-store"), ("X-Content-Type-Options", "nosniff"),
+    ]
 }
 
 /// The `error` codes of JSON error bodies, each with its status (docs/http.md).

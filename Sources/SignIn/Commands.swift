@@ -1,0 +1,185 @@
+// The command line: `tokensignin <command> ...` dispatched to the commands, with the process's I/O injected.
+import Store
+
+/// What a command may touch of its process: environment, output, files, the clock. The executable supplies
+/// the real ones; tests can supply their own.
+public struct CommandIO: Sendable {
+    public var environment: [String: String]
+    public var processorCount: Int
+    /// One line to standard output (a newline is added).
+    public var out: @Sendable (String) -> Void
+    /// One line to standard error (a newline is added).
+    public var err: @Sendable (String) -> Void
+    /// The service's log (standard error, with timestamps).
+    public var log: Log
+    public var now: @Sendable () -> Int64
+    /// Standard input to its end, or nil on a read error; more than `limit` bytes is returned as read so far.
+    public var readStandardInput: @Sendable (_ limit: Int) -> [UInt8]?
+    public var readFile: @Sendable (_ path: String, _ limit: Int) -> [UInt8]?
+    /// Creates or truncates `path` with the permission bits `mode`.
+    public var writeFile: @Sendable (_ path: String, _ bytes: [UInt8], _ mode: UInt32) -> Bool
+    /// Creates a folder (mode 0755); true when it exists afterwards.
+    public var makeDirectory: @Sendable (_ path: String) -> Bool
+
+    public init(environment: [String: String], processorCount: Int, out: @escaping @Sendable (String) -> Void,
+                err: @escaping @Sendable (String) -> Void, log: Log, now: @escaping @Sendable () -> Int64,
+                readStandardInput: @escaping @Sendable (Int) -> [UInt8]?,
+                readFile: @escaping @Sendable (String, Int) -> [UInt8]?,
+                writeFile: @escaping @Sendable (String, [UInt8], UInt32) -> Bool,
+                makeDirectory: @escaping @Sendable (String) -> Bool) {
+        self.environment = environment
+        self.processorCount = processorCount
+        self.out = out
+        self.err = err
+        self.log = log
+        self.now = now
+        self.readStandardInput = readStandardInput
+        self.readFile = readFile
+        self.writeFile = writeFile
+        self.makeDirectory = makeDirectory
+    }
+}
+
+/// Exit codes of every command (docs/operations.md): 0 done, 1 refused or failed (an invalid token, no such
+/// user, a database fault that retrying will not fix), 2 usage or configuration error, 3 a dependency is
+/// unavailable right now (the database, Google's keys): try again later.
+enum ExitCode {
+    static let ok: Int32 = 0
+    static let failed: Int32 = 1
+    static let usage: Int32 = 2
+    static let unavailable: Int32 = 3
+}
+
+public enum Commands {
+    public static let usage = """
+        usage: tokensignin serve [--help | --FLAG VALUE ...]   (settings: TOKENSIGNIN_* variables, see --help)
+               tokensignin migrate [--sql-dir DIR]
+               tokensignin sessions list --user SUB
+               tokensignin sessions revoke --user SUB | --session ID
+               tokensignin prune [--revoked-retention DURATION] [--audit-retention DURATION] [--batch N]
+               tokensignin verify [--client-id ID]... [--jwks FILE | --jwks-url URL] [--now UNIX_SECONDS]
+                                  [--clock-skew SECONDS] [--hosted-domain DOMAIN]... TOKEN|-
+               tokensignin dev keygen --out DIR [--kind rsa|p256]
+               tokensignin dev token --key PEM --kid KID --aud CLIENT_ID --sub SUB [--email E [--email-verified false]] [--name N] [--hd D]
+                                     [--iat UNIX] [--ttl SECONDS] [--count N]
+               tokensignin dev sql NAME
+        """
+
+    /// Runs `arguments` (without the program name) and returns the process's exit status.
+    public static func run(_ arguments: [String], _ io: CommandIO) -> Int32 {
+        let rest = Array(arguments.dropFirst())
+        switch arguments.first {
+        case "serve": return serve(rest, io)
+        case "migrate": return migrate(rest, io)
+        case "sessions": return OperatorCommands(io).sessions(rest)
+        case "prune": return OperatorCommands(io).prune(rest)
+        case "verify": return verify(rest, io)
+        case "dev": return DevCommands(io).run(rest)
+        case "-h", "--help", "help":
+            io.out(usage)
+            return ExitCode.ok
+        default:
+            io.err(usage)
+            return ExitCode.usage
+        }
+    }
+
+    /// The settings every command reads, from the environment (and, for `serve`, its flags).
+    static func configuration(_ io: CommandIO, arguments: [String] = [], requireClientIDs: Bool) throws(SignInError) -> Configuration {
+        try Configuration(environment: io.environment, arguments: arguments, processorCount: io.processorCount,
+                          requireClientIDs: requireClientIDs)
+    }
+
+    /// The exit status and message for a command's failure, mapped like the HTTP answers: the caller's fault
+    /// 2, an outage (retryable) 3, anything else 1, with the SQLSTATE or reason for the operator.
+    static func exit(for error: any Error, _ io: CommandIO, _ command: String) -> Int32 {
+        switch error {
+        case let error as SignInError where error.code == .usage || error.code == .invalidConfiguration:
+            io.err("tokensignin \(command): \(error.detail)")
+            return ExitCode.usage
+        case let error as StoreError:
+            let state = error.sqlState.map { " (SQLSTATE \($0))" } ?? ""
+            if error.isRetryable {
+                io.err("tokensignin \(command): database unavailable: \(error.code.name)\(state): \(error.detail)")
+                return ExitCode.unavailable
+            }
+            io.err("tokensignin \(command): database error: \(error.code.name)\(state): \(error.detail)")
+            return ExitCode.failed
+        default:
+            io.err("tokensignin \(command): \(error)")
+            return ExitCode.failed
+        }
+    }
+
+    static func serve(_ arguments: [String], _ io: CommandIO) -> Int32 {
+        if arguments.contains("--help") || arguments.contains("-h") {
+            io.out(Configuration.usage)
+            return ExitCode.ok
+        }
+        let configuration: Configuration
+        do {
+            configuration = try Self.configuration(io, arguments: arguments, requireClientIDs: true)
+        } catch {
+            io.err("tokensignin serve: \(error)")
+            return ExitCode.usage
+        }
+        do {
+            try Serve.run(configuration, log: io.log, clock: io.now)
+            return ExitCode.ok
+        } catch {
+            io.err("tokensignin serve: \(error)")
+            return error.code == .invalidConfiguration ? ExitCode.usage : ExitCode.failed
+        }
+    }
+
+    static func migrate(_ arguments: [String], _ io: CommandIO) -> Int32 {
+        do {
+            // Only the one setting flag that concerns migrations.
+            guard arguments.isEmpty || (arguments.count == 2 && arguments[0] == "--sql-dir")
+                    || (arguments.count == 1 && arguments[0].hasPrefix("--sql-dir=")) else {
+                throw SignInError(.usage, "usage: tokensignin migrate [--sql-dir DIR]   (default: ./sql, or TOKENSIGNIN_SQL_DIR)")
+            }
+            let configuration = try Self.configuration(io, arguments: arguments, requireClientIDs: false)
+            let migrator = try Migrator(directory: configuration.sqlDirectory)
+            let applied = try migrator.migrate(on: try Connection(conninfo: configuration.conninfo))
+            io.out(applied.isEmpty ? "migrate: the database is up to date" : "migrate: applied \(applied.joined(separator: ", "))")
+            return ExitCode.ok
+        } catch {
+            return exit(for: error, io, "migrate")
+        }
+    }
+}
+
+/// Command-line flags: `--flag value` pairs (repeatable flags collect every value) and positionals in order.
+struct CommandArguments {
+    var values: [String: [String]] = [:]
+    var positionals: [String] = []
+
+    init(_ arguments: some Collection<String>, flags: Set<String>) throws(SignInError) {
+        var index = arguments.startIndex
+        while index != arguments.endIndex {
+            let argument = arguments[index]
+            index = arguments.index(after: index)
+            guard argument.hasPrefix("--") else {
+                positionals.append(argument)
+                continue
+            }
+            guard flags.contains(argument) else { throw SignInError(.usage, "unknown option \(argument)") }
+            guard index != arguments.endIndex else { throw SignInError(.usage, "\(argument) needs a value") }
+            values[argument, default: []].append(arguments[index])
+            index = arguments.index(after: index)
+        }
+    }
+
+    func single(_ flag: String) throws(SignInError) -> String? {
+        guard let given = values[flag] else { return nil }
+        guard given.count == 1 else { throw SignInError(.usage, "\(flag) given more than once") }
+        return given[0]
+    }
+
+    func integer(_ flag: String) throws(SignInError) -> Int64? {
+        guard let text = try single(flag) else { return nil }
+        guard let number = Int64(text) else { throw SignInError(.usage, "\(flag) needs an integer") }
+        return number
+    }
+}

@@ -1,0 +1,105 @@
+// `tokensignin dev`: DEVELOPMENT ONLY key generation and token minting for demos, tests and benchmarks.
+import IDToken
+
+struct DevCommands {
+    private let io: CommandIO
+
+    init(_ io: CommandIO) { self.io = io }
+
+    func run(_ arguments: [String]) -> Int32 {
+        do throws(SignInError) {
+            let rest = arguments.dropFirst()
+            switch arguments.first {
+            case "keygen": return try keygen(rest)
+            case "token": return try token(rest)
+            case "sql": return try sql(rest)
+            default: throw SignInError(.usage, "dev needs keygen, token or sql")
+            }
+        } catch {
+            io.err("tokensignin dev: \(error.detail)\n\(Commands.usage)")
+            return ExitCode.usage
+        }
+    }
+
+    private func keygen(_ arguments: ArraySlice<String>) throws(SignInError) -> Int32 {
+        let options = try CommandArguments(arguments, flags: ["--out", "--kind"])
+        guard options.positionals.isEmpty else { throw SignInError(.usage, "unexpected argument") }
+        guard let folder = try options.single("--out") else { throw SignInError(.usage, "--out DIR is required") }
+        let kind: DevelopmentKey.Kind
+        switch try options.single("--kind") ?? "rsa" {
+        case "rsa": kind = .rsa2048
+        case "p256": kind = .p256
+        default: throw SignInError(.usage, "--kind is rsa or p256")
+        }
+        guard io.makeDirectory(folder) else {
+            io.err("tokensignin dev keygen: cannot create \(folder)")
+            return ExitCode.failed
+        }
+        let key: DevelopmentKey
+        do throws(IDTokenError) { key = try DevelopmentKey.generate(kind) } catch {
+            io.err("tokensignin dev keygen: \(error.code.name)")
+            return ExitCode.failed
+        }
+        guard io.writeFile(folder + "/dev-signing-key.pem", Array(key.pem.utf8), 0o600),
+              io.writeFile(folder + "/dev-jwks.json", Array((key.jwks + "\n").utf8), 0o644),
+              io.writeFile(folder + "/kid", Array((key.kid + "\n").utf8), 0o644) else {
+            io.err("tokensignin dev keygen: cannot write into \(folder)")
+            return ExitCode.failed
+        }
+        io.out(key.kid)
+        return ExitCode.ok
+    }
+
+    private func token(_ arguments: ArraySlice<String>) throws(SignInError) -> Int32 {
+        let options = try CommandArguments(arguments, flags: ["--key", "--kid", "--aud", "--sub", "--email", "--email-verified",
+                                                              "--name", "--hd", "--iat", "--ttl", "--count"])
+        guard options.positionals.isEmpty else { throw SignInError(.usage, "unexpected argument") }
+        guard let keyPath = try options.single("--key"), let kid = try options.single("--kid"),
+              let aud = try options.single("--aud"), let sub = try options.single("--sub") else {
+            throw SignInError(.usage, "--key, --kid, --aud and --sub are required")
+        }
+        let iat = try options.integer("--iat") ?? io.now()
+        let ttl = try options.integer("--ttl") ?? 3600
+        let count = try options.integer("--count")
+        if let count, count < 1 { throw SignInError(.usage, "--count must be at least 1") }
+        guard let pem = io.readFile(keyPath, 1 << 16) else {
+            io.err("tokensignin dev token: cannot read \(keyPath)")
+            return ExitCode.failed
+        }
+        let key: DevelopmentKey
+        do throws(IDTokenError) { key = try DevelopmentKey(pem: String(decoding: pem, as: UTF8.self)) } catch {
+            io.err("tokensignin dev token: \(error.code.name)")
+            return ExitCode.failed
+        }
+        var claims: [String: ClaimValue] = [
+            "iss": "https://accounts.google.com", "aud": .string(aud), "azp": .string(aud),
+            "iat": .integer(iat), "exp": .integer(iat + ttl),
+        ]
+        if let email = try options.single("--email") {
+            claims["email"] = .string(email)
+            switch try options.single("--email-verified") ?? "true" {
+            case "true": claims["email_verified"] = true
+            case "false": claims["email_verified"] = false
+            default: throw SignInError(.usage, "--email-verified is true or false")
+            }
+        }
+        if let name = try options.single("--name") { claims["name"] = .string(name) }
+        if let hd = try options.single("--hd") { claims["hd"] = .string(hd) }
+        // With --count, users are distinct: sub-1 ... sub-N.
+        let subjects = count.map { n in (1...n).map { "\(sub)-\($0)" } } ?? [sub]
+        for subject in subjects {
+            claims["sub"] = .string(subject)
+            io.out(key.sign(claims: claims, kid: kid))
+        }
+        return ExitCode.ok
+    }
+
+    /// `dev sql NAME`: prints one of the responder's prepared statements, so benchmarks run the very same SQL.
+    private func sql(_ arguments: ArraySlice<String>) throws(SignInError) -> Int32 {
+        guard arguments.count == 1, let name = arguments.first, let sql = StatementCatalog.sql(named: name) else {
+            throw SignInError(.usage, "dev sql needs one of: \(StatementCatalog.names.joined(separator: ", "))")
+        }
+        io.out(sql)
+        return ExitCode.ok
+    }
+}

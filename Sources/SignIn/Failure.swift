@@ -1,0 +1,98 @@
+// The one error mapping: every failure a route meets becomes its HTTP answer, and its log line, here.
+import FastCGI
+import IDToken
+import Store
+
+/// An error on its way to the client: status, documented error code, fixed description, extra headers, and
+/// what the log says about it (a reason code; the SQLSTATE for database faults). Never the token or the body.
+struct Failure: Sendable {
+    var status: Int
+    var code: ErrorCode
+    var description: String
+    var headers: [(name: String, value: String)] = []
+    /// The precise reason for logs and metrics (`malformed_body`, `bad_audience`, `connection_lost`, ...).
+    var reason: String
+    var sqlState: String? = nil
+
+    /// Seconds a client should wait before retrying when the database or Google's keys are unavailable.
+    static let retryAfterDatabase = 2
+    static let retryAfterKeys = 5
+
+    /// True for faults of the server (5xx): logged at error level, never blamed on the client.
+    var isServerFault: Bool { status >= 500 }
+
+    /// The answer in the documented JSON shape `{"error": code, "error_description": description}`.
+    var response: Response {
+        .json(status: status, .object([("error", .string(code.rawValue)), ("error_description", .string(description))]),
+              headers: headers)
+    }
+
+    init(_ code: ErrorCode, _ description: String, reason: String, headers: [(name: String, value: String)] = []) {
+        self.status = code.status
+        self.code = code
+        self.description = description
+        self.reason = reason
+        self.headers = headers
+    }
+
+    /// Every error a route can meet: the client's faults (`SignInError`, a refused `IDTokenError`) get their 4xx;
+    /// retryable infrastructure faults (`StoreError.isRetryable`, keys unavailable) 503 with Retry-After; any
+    /// other fault (a missing table, a permission refused, a constraint our own SQL broke, a bug) 500.
+    init(_ error: any Error) {
+        switch error {
+        case let error as SignInError: self.init(signIn: error)
+        case let error as IDTokenError: self.init(token: error)
+        case let error as StoreError: self.init(store: error)
+        default: self.init(.serverError, "the server failed; the fault is logged", reason: "unexpected_error")
+        }
+    }
+
+    private init(signIn error: SignInError) {
+        let reason = error.code.name
+        switch error.code {
+        case .unsupportedMediaType:
+            self.init(.unsupportedMediaType, "send application/json or application/x-www-form-urlencoded", reason: reason)
+        case .malformedBody: self.init(.invalidRequest, "the request body is malformed", reason: reason)
+        case .missingToken: self.init(.invalidRequest, "the request carries no ID token", reason: reason)
+        case .tokenTooLarge: self.init(.invalidRequest, "the ID token is too long", reason: reason)
+        case .invalidQuery: self.init(.invalidRequest, "a query parameter is malformed or out of range", reason: reason)
+        case .csrfMismatch: self.init(.csrfCheckFailed, "the CSRF token does not match its cookie", reason: reason)
+        case .crossSite: self.init(.csrfCheckFailed, "the request does not come from this site", reason: reason)
+        case .bodyTooLarge: self.init(.requestTooLarge, "the request body is over 64 KB", reason: reason)
+        case .notFound: self.init(.notFound, "no such resource", reason: reason)
+        case .sessionNotFound: self.init(.notFound, "no such session", reason: reason)
+        case .methodNotAllowed:
+            self.init(.methodNotAllowed, "method not allowed", reason: reason,
+                      headers: [("Allow", error.allow.joined(separator: ", "))])
+        case .notSignedIn:
+            self.init(.invalidToken, "no live session", reason: reason, headers: [("WWW-Authenticate", "Bearer")])
+        case .accountRefused:
+            self.init(.accessDenied, "this account may not sign in", reason: error.detail.isEmpty ? reason : error.detail)
+        default:
+            // A configuration or identity fault never comes from the client.
+            self.init(.serverError, "the server failed; the fault is logged", reason: reason)
+        }
+    }
+
+    private init(token error: IDTokenError) {
+        let reason = error.code.name
+        if error.isRetryable {
+            self.init(.temporarilyUnavailable, "Google's signing keys are unavailable", reason: reason,
+                      headers: [("Retry-After", String(Self.retryAfterKeys))])
+        } else if error.code == .hostedDomainNotAllowed {
+            self.init(.accessDenied, "this account's domain may not sign in", reason: reason)
+        } else {
+            self.init(.invalidToken, "the ID token is not valid", reason: reason)
+        }
+    }
+
+    private init(store error: StoreError) {
+        if error.isRetryable {
+            self.init(.temporarilyUnavailable, "the database is unavailable; try again shortly", reason: error.code.name,
+                      headers: [("Retry-After", String(Self.retryAfterDatabase))])
+        } else {
+            self.init(.serverError, "the server failed; the fault is logged", reason: error.code.name)
+        }
+        sqlState = error.sqlState
+    }
+}

@@ -1,0 +1,200 @@
+// The SessionStore on PostgreSQL: one worker's connection, its prepared statements, reconnect-and-retry, and
+// every column decoded into Swift values.
+import IDToken
+import Store
+
+/// One worker's database. Opens its connection on first use; when a statement finds the connection lost
+/// (PostgreSQL restarted, a failover), reconnects and runs it once more, so a client sees no error for it.
+final class PostgresStore: SessionStore {
+    private let conninfo: String
+    let policy: SessionPolicy
+    private let log: Log
+    private var connection: Connection?
+
+    init(conninfo: String, policy: SessionPolicy, log: Log) {
+        self.conninfo = conninfo
+        self.policy = policy
+        self.log = log
+    }
+
+    private var idleTimeout: SQLInterval { SQLInterval(seconds: policy.idleTimeout) }
+
+    // MARK: SessionStore
+
+    func signIn(_ token: VerifiedToken, _ session: NewSession) throws -> SignInOutcome {
+        let params: [any SQLParameter] = [
+            token.subject, token.email, token.emailVerified, token.name, token.givenName, token.familyName,
+            token.picture, token.locale, token.hostedDomain, session.tokenHash, SQLInterval(seconds: policy.lifetime),
+            session.clientID, session.userAgent, session.ip, policy.maxSessionsPerUser,
+        ]
+        let rows: Rows
+        do throws(StoreError) {
+            rows = try run(Queries.signIn, params)
+        } catch {
+            guard error.code == .uniqueViolation, error.constraint == "sessions_token_hash_key" else { throw error }
+            // The retry after a lost connection met the session its first attempt committed: the client never
+            // got it, so it must sign in again (a 503 it retries), not see a server fault.
+            throw StoreError(.connectionLost, sqlState: error.sqlState, constraint: error.constraint, error.detail)
+        }
+        let (userID, created, refusal, sessionID, expiresAt) = try rows.decode(
+            row: 0, as: Int64.self, Bool.self, String?.self, Int64?.self, Timestamp?.self)
+        if let refusal {
+            guard let reason = AccountRefusal(rawValue: refusal) else {
+                throw StoreError(.unexpectedResult, "unknown refusal \(refusal)")
+            }
+            return .refused(userID: userID, reason)
+        }
+        guard let sessionID, let expiresAt else { throw StoreError(.unexpectedResult, "sign-in without a session") }
+        return .signedIn(SignedIn(userID: userID, created: created, sessionID: sessionID, expiresAt: expiresAt))
+    }
+
+    func recordRefusedSignIn(reason: String, clientID: String?, ip: String?, userAgent: String?) throws {
+        try run(Queries.signInFailure, [reason, clientID, ip, userAgent])
+    }
+
+    func liveSession(_ hash: SessionToken.Hash) throws -> LiveSession? {
+        let rows = try run(Queries.checkSession, [hash, idleTimeout])
+        guard rows.count == 1 else { return nil }
+        let (sessionID, userID, sub, email, emailVerified, expiresAt) = try rows.decode(
+            row: 0, as: Int64.self, Int64.self, String.self, String?.self, Bool.self, Timestamp.self)
+        return LiveSession(sessionID: sessionID, userID: userID, sub: sub, email: email, emailVerified: emailVerified,
+                           expiresAt: expiresAt)
+    }
+
+    func signOut(_ hash: SessionToken.Hash, everywhere: Bool) throws -> SignedOut? {
+        let rows = try run(Queries.signOut, [hash, idleTimeout, everywhere])
+        guard rows.count == 1 else { return nil }
+        let (sessionID, revoked) = try rows.decode(row: 0, as: Int64.self, Int.self)
+        return SignedOut(sessionID: sessionID, revoked: revoked)
+    }
+
+    func listSessions(_ hash: SessionToken.Hash, limit: Int, after: Int64?) throws -> SessionPage? {
+        let rows = try run(Queries.listSessions, [hash, idleTimeout, limit, after])
+        guard !rows.isEmpty else { return nil }
+        var sessions: [SessionSummary] = []
+        for row in 0..<rows.count {
+            let (current, id, created, lastSeen, expires, userAgent, ip, clientID) = try rows.decode(
+                row: row, as: Int64.self, Int64?.self, Timestamp?.self, Timestamp?.self, Timestamp?.self, String?.self,
+                String?.self, String?.self)
+            guard let id else { continue }  // the empty page's single row
+            guard let created, let lastSeen, let expires else { throw StoreError(.unexpectedResult, "session without times") }
+            sessions.append(SessionSummary(id: id, createdAt: created, lastSeenAt: lastSeen, expiresAt: expires,
+                                           userAgent: userAgent, ip: ip, clientID: clientID, current: id == current))
+        }
+        var next: Int64?
+        if sessions.count > limit {
+            sessions.removeLast(sessions.count - limit)
+            next = sessions.last?.id
+        }
+        return SessionPage(sessions: sessions, next: next)
+    }
+
+    func revokeSession(_ id: Int64, presentedBy hash: SessionToken.Hash) throws -> RevokeOutcome? {
+        let rows = try run(Queries.revokeOwnSession, [hash, idleTimeout, id])
+        guard rows.count == 1 else { return nil }
+        let (by, revoked) = try rows.decode(row: 0, as: Int64.self, Int.self)
+        return revoked > 0 ? .revoked(by: by) : .notFound
+    }
+
+    // MARK: connection
+
+    /// Runs `statement`; when the connection turns out to have been lost, re-establishes it and tries once more.
+    /// A sign-in retried after a lost commit fails on the unique token hash instead of opening two sessions.
+    @discardableResult
+    private func run(_ statement: Statement, _ params: [any SQLParameter]) throws(StoreError) -> Rows {
+        do {
+            return try database().execute(statement, params)
+        } catch where error.code == .connectionLost {
+            log.warning("database_reconnect", ["operation": statement.name, "sqlstate": error.sqlState])
+            return try database().execute(statement, params)
+        }
+    }
+
+    /// Runs an operator's statement (unprepared: each runs once per command).
+    fileprivate func rows(_ sql: String, _ params: [any SQLParameter]) throws(StoreError) -> Rows {
+        try database().query(sql, params)
+    }
+
+    /// This worker's connection, opened on first use (and again after a failed open).
+    private func database() throws(StoreError) -> Connection {
+        if let connection { return connection }
+        let opened = try Connection(conninfo: conninfo)
+        connection = opened
+        return opened
+    }
+}
+
+/// One row of `tokensignin sessions list`: any session of a user, live or not, with its state.
+struct UserSession: Sendable, Equatable {
+    var id: Int64
+    var createdAt: Timestamp
+    var lastSeenAt: Timestamp
+    var expiresAt: Timestamp
+    /// `active`, `idle`, `expired` or `revoked:<reason>`.
+    var state: String
+    var ip: String?
+    var clientID: String?
+    var userAgent: String?
+}
+
+/// How `tokensignin prune` deletes: retention periods and the batch size.
+struct PrunePolicy: Sendable, Equatable {
+    var revokedRetention: Int64 = 30 * 86_400
+    var auditRetention: Int64 = 90 * 86_400
+    var batch = 1_000
+}
+
+// MARK: operator commands (`tokensignin sessions`, `tokensignin prune`)
+
+extension PostgresStore {
+    func userExists(sub: String) throws(StoreError) -> Bool {
+        try rows(OperatorQueries.userExists, [sub]).decode(row: 0, as: Int64.self) > 0
+    }
+
+    func sessionExists(id: Int64) throws(StoreError) -> Bool {
+        try rows(OperatorQueries.sessionExists, [id]).decode(row: 0, as: Int64.self) > 0
+    }
+
+    /// Every session of the user, newest first.
+    func sessions(ofUser sub: String) throws(StoreError) -> [UserSession] {
+        let result = try rows(OperatorQueries.listUserSessions, [sub, SQLInterval(seconds: policy.idleTimeout)])
+        var sessions: [UserSession] = []
+        for row in 0..<result.count {
+            let (id, created, lastSeen, expires, state, ip, clientID, userAgent) = try result.decode(
+                row: row, as: Int64.self, Timestamp.self, Timestamp.self, Timestamp.self, String.self, String?.self,
+                String?.self, String?.self)
+            sessions.append(UserSession(id: id, createdAt: created, lastSeenAt: lastSeen, expiresAt: expires, state: state,
+                                        ip: ip, clientID: clientID, userAgent: userAgent))
+        }
+        return sessions
+    }
+
+    /// Revokes every live session of the user (reason `operator`); returns how many.
+    func revokeSessions(ofUser sub: String) throws(StoreError) -> Int {
+        try rows(OperatorQueries.revokeUserSessions, [sub]).count
+    }
+
+    /// Revokes one session (reason `operator`); false when it was already revoked.
+    func revokeSession(id: Int64) throws(StoreError) -> Bool {
+        try rows(OperatorQueries.revokeSession, [id]).count == 1
+    }
+
+    /// Deletes what has outlived its use, batch by batch; returns the sessions and audit rows deleted.
+    func prune(_ prune: PrunePolicy) throws(StoreError) -> (sessions: Int, signIns: Int) {
+        var sessions = 0, signIns = 0
+        while true {
+            let deleted = try rows(OperatorQueries.pruneSessions, [
+                SQLInterval(seconds: policy.idleTimeout), SQLInterval(seconds: prune.revokedRetention), prune.batch,
+            ]).affectedRows
+            sessions += deleted
+            if deleted < prune.batch { break }
+        }
+        while true {
+            let deleted = try rows(OperatorQueries.pruneSignIns, [SQLInterval(seconds: prune.auditRetention), prune.batch])
+                .affectedRows
+            signIns += deleted
+            if deleted < prune.batch { break }
+        }
+        return (sessions, signIns)
+    }
+}

@@ -1,0 +1,53 @@
+// Which endpoint a request is for: path and method, checked before anything else is read.
+import FastCGI
+
+/// The endpoints the responder answers (docs/http.md). Matching throws `.notFound` or `.methodNotAllowed`.
+enum Route: Equatable, Sendable {
+    case signIn
+    case checkSession
+    case signOut
+    case listSessions
+    case revokeSession(id: Int64)
+
+    /// A stable name for logs and metrics.
+    var name: String {
+        switch self {
+        case .signIn: "sign_in"
+        case .checkSession: "check_session"
+        case .signOut: "sign_out"
+        case .listSessions: "list_sessions"
+        case .revokeSession: "revoke_session"
+        }
+    }
+
+    /// Requests that must never queue behind sign-ins (nginx's auth_request guards every page with them).
+    var isCheck: Bool { self == .checkSession }
+
+    static func match(_ request: Request) throws(SignInError) -> Route {
+        let path = request.path
+        let method = request.method
+        func only(_ allowed: [String], _ route: Route) throws(SignInError) -> Route {
+            guard allowed.contains(method) else { throw SignInError(.methodNotAllowed, method, allow: allowed) }
+            return route
+        }
+        switch path {
+        case "/tokensignin": return try only(["POST"], .signIn)
+        // Any method: nginx's auth_request subrequest keeps the method of the request it guards.
+        case "/auth/session": return .checkSession
+        case "/tokensignout": return try only(["POST"], .signOut)
+        case "/sessions": return try only(["GET", "HEAD"], .listSessions)
+        default:
+            if path.hasPrefix("/sessions/"), let id = sessionID(path.dropFirst("/sessions/".count)) {
+                return try only(["DELETE"], .revokeSession(id: id))
+            }
+            throw SignInError(.notFound, path.count > 200 ? String(path.prefix(200)) + "..." : path)
+        }
+    }
+
+    /// A session id from the path: 1 to 18 digits, not zero (anything else is not a resource here).
+    static func sessionID(_ text: Substring) -> Int64? {
+        guard (1...18).contains(text.utf8.count), text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
+              let id = Int64(text), id > 0 else { return nil }
+        return id
+    }
+}

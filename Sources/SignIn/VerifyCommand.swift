@@ -1,0 +1,77 @@
+// `tokensignin verify`: checks one ID token offline; exit 0 claims on stdout, 1 invalid, 2 usage, 3 no keys.
+import IDToken
+
+extension Commands {
+    static func verify(_ arguments: [String], _ io: CommandIO) -> Int32 {
+        let configuration: Configuration
+        let now: Int64
+        let tokenArgument: String
+        do throws(SignInError) {
+            let options = try CommandArguments(arguments, flags: ["--client-id", "--jwks", "--jwks-url", "--now",
+                                                                  "--clock-skew", "--hosted-domain"])
+            guard options.positionals.count == 1 else { throw SignInError(.usage, "exactly one TOKEN (or -) is required") }
+            tokenArgument = options.positionals[0]
+            if try options.single("--jwks") != nil, try options.single("--jwks-url") != nil {
+                throw SignInError(.usage, "--jwks and --jwks-url are exclusive")
+            }
+            // The flags are the settings `serve` reads, so they are validated by the same parser.
+            var environment = io.environment
+            func set(_ setting: Configuration.Setting, _ value: String?) {
+                if let value { environment[setting.variable] = value }
+            }
+            set(.clientIDs, options.values["--client-id"]?.joined(separator: ","))
+            set(.hostedDomains, options.values["--hosted-domain"]?.joined(separator: ","))
+            set(.clockSkew, try options.single("--clock-skew"))
+            if let file = try options.single("--jwks") {
+                set(.jwksFile, file)
+            } else if let url = try options.single("--jwks-url") {
+                set(.jwksURL, url)
+                environment[Configuration.Setting.jwksFile.variable] = nil
+            }
+            do {
+                configuration = try Configuration(environment: environment, processorCount: io.processorCount)
+            } catch {
+                throw SignInError(.usage, error.detail)
+            }
+            now = try options.integer("--now") ?? io.now()
+        } catch {
+            io.err("tokensignin verify: \(error.detail)\n\(usage)")
+            return ExitCode.usage
+        }
+
+        let token: String
+        if tokenArgument == "-" {
+            guard let bytes = io.readStandardInput(1 << 20) else {
+                io.err("tokensignin verify: cannot read the token from stdin")
+                return ExitCode.usage
+            }
+            token = String(decoding: bytes, as: UTF8.self).trimmingASCIIWhitespace()
+        } else {
+            token = tokenArgument
+        }
+
+        let keys: KeySet
+        do throws(IDTokenError) {
+            if let file = configuration.jwksFile {
+                guard let bytes = io.readFile(file, KeySet.maxDocumentBytes) else {
+                    throw IDTokenError(.keysUnavailable, "cannot read \(file)")
+                }
+                keys = try KeySet(jwks: bytes)
+            } else {
+                keys = try KeyCache(source: .url(configuration.jwksURL)).currentKeys()
+            }
+        } catch {
+            io.err("keys unavailable: \(error.code.name)\(error.detail.isEmpty ? "" : " (\(error.detail))")")
+            return ExitCode.unavailable
+        }
+
+        switch Verifier(policy: configuration.policy).verify(token, keys: keys, now: now) {
+        case .success(let verified):
+            io.out(verified.claimsJSON)
+            return ExitCode.ok
+        case .failure(let error):
+            io.err("invalid token: \(error.code.name)")
+            return ExitCode.failed
+        }
+    }
+}

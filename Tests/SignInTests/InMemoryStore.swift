@@ -1,0 +1,161 @@
+// A SessionStore in memory with a settable clock, for route tests; StoreContractTests hold it to PostgreSQL's behaviour.
+import IDToken
+import Store
+@testable import SignIn
+
+final class InMemoryStore: SessionStore {
+    struct User {
+        var id: Int64
+        var sub: String
+        var email: String?
+        var emailVerified: Bool
+        var name: String?
+        var disabled = false
+        var blocked = false
+    }
+
+    struct Session {
+        var id: Int64
+        var userID: Int64
+        var hash: SessionToken.Hash
+        var createdAt: Int64
+        var lastSeenAt: Int64
+        var expiresAt: Int64
+        var revokedReason: String?
+        var clientID: String?
+        var userAgent: String?
+        var ip: String?
+    }
+
+    struct AuditRow: Equatable {
+        var outcome: String
+        var reason: String?
+        var sub: String?
+        var sessionID: Int64?
+    }
+
+    let policy: SessionPolicy
+    /// The store's clock (Unix seconds); tests move it to expire sessions.
+    var now: Int64 = 1_800_000_000
+    var users: [User] = []
+    var sessions: [Session] = []
+    var audit: [AuditRow] = []
+    /// Thrown (once) by the next call, to stand in for an outage or a fault.
+    var nextError: StoreError?
+    private var nextUserID: Int64 = 1
+    private var nextSessionID: Int64 = 1
+
+    init(policy: SessionPolicy = SessionPolicy(lifetime: 30 * 86_400, idleTimeout: 7 * 86_400, maxSessionsPerUser: 100)) {
+        self.policy = policy
+    }
+
+    private func failIfAsked() throws {
+        if let error = nextError {
+            nextError = nil
+            throw error
+        }
+    }
+
+    private func isLive(_ session: Session) -> Bool {
+        session.revokedReason == nil && session.expiresAt > now && session.lastSeenAt > now - policy.idleTimeout
+    }
+
+    /// The live session with this hash whose user is not disabled (the statements' `liveSession`).
+    private func authenticated(_ hash: SessionToken.Hash) -> Int? {
+        guard let index = sessions.firstIndex(where: { $0.hash == hash }), isLive(sessions[index]),
+              let user = users.first(where: { $0.id == sessions[index].userID }), !user.disabled else { return nil }
+        return index
+    }
+
+    func signIn(_ token: VerifiedToken, _ session: NewSession) throws -> SignInOutcome {
+        try failIfAsked()
+        let created: Bool
+        let index: Int
+        if let existing = users.firstIndex(where: { $0.sub == token.subject }) {
+            index = existing
+            created = false
+        } else {
+            users.append(User(id: nextUserID, sub: token.subject, email: nil, emailVerified: false))
+            nextUserID += 1
+            index = users.count - 1
+            created = true
+        }
+        users[index].email = token.email
+        users[index].emailVerified = token.emailVerified
+        users[index].name = token.name
+        let user = users[index]
+        if user.disabled || user.blocked {
+            let refusal: AccountRefusal = user.disabled ? .accountDisabled : .googleSignInBlocked
+            audit.append(AuditRow(outcome: "failure", reason: refusal.rawValue, sub: user.sub, sessionID: nil))
+            return .refused(userID: user.id, refusal)
+        }
+        // The newest (limit - 1) live sessions stay, besides the new one.
+        let live = sessions.indices.filter { sessions[$0].userID == user.id && sessions[$0].revokedReason == nil
+            && sessions[$0].expiresAt > now }.sorted { sessions[$0].id > sessions[$1].id }
+        for old in live.dropFirst(max(policy.maxSessionsPerUser - 1, 0)) { sessions[old].revokedReason = "session_limit" }
+        let id = nextSessionID
+        nextSessionID += 1
+        sessions.append(Session(id: id, userID: user.id, hash: session.tokenHash, createdAt: now, lastSeenAt: now,
+                                expiresAt: now + policy.lifetime, clientID: session.clientID, userAgent: session.userAgent,
+                                ip: session.ip))
+        audit.append(AuditRow(outcome: "success", reason: nil, sub: user.sub, sessionID: id))
+        return .signedIn(SignedIn(userID: user.id, created: created, sessionID: id,
+                                  expiresAt: Timestamp(unixSeconds: now + policy.lifetime)))
+    }
+
+    func recordRefusedSignIn(reason: String, clientID: String?, ip: String?, userAgent: String?) throws {
+        try failIfAsked()
+        audit.append(AuditRow(outcome: "failure", reason: reason, sub: nil, sessionID: nil))
+    }
+
+    func liveSession(_ hash: SessionToken.Hash) throws -> LiveSession? {
+        try failIfAsked()
+        guard let index = authenticated(hash) else { return nil }
+        if sessions[index].lastSeenAt < now - 60 { sessions[index].lastSeenAt = now }
+        let session = sessions[index]
+        let user = users.first { $0.id == session.userID }!
+        return LiveSession(sessionID: session.id, userID: user.id, sub: user.sub, email: user.email,
+                           emailVerified: user.emailVerified, expiresAt: Timestamp(unixSeconds: session.expiresAt))
+    }
+
+    func signOut(_ hash: SessionToken.Hash, everywhere: Bool) throws -> SignedOut? {
+        try failIfAsked()
+        guard let index = authenticated(hash) else { return nil }
+        let me = sessions[index]
+        var revoked = 0
+        for i in sessions.indices where sessions[i].revokedReason == nil
+            && (sessions[i].id == me.id || (everywhere && sessions[i].userID == me.userID)) {
+            sessions[i].revokedReason = everywhere ? "sign_out_all" : "sign_out"
+            revoked += 1
+        }
+        return SignedOut(sessionID: me.id, revoked: revoked)
+    }
+
+    func listSessions(_ hash: SessionToken.Hash, limit: Int, after: Int64?) throws -> SessionPage? {
+        try failIfAsked()
+        guard let index = authenticated(hash) else { return nil }
+        let me = sessions[index]
+        var page = sessions.filter { session in session.userID == me.userID && isLive(session) && (after.map { session.id < $0 } ?? true) }
+            .sorted { $0.id > $1.id }
+            .map { SessionSummary(id: $0.id, createdAt: Timestamp(unixSeconds: $0.createdAt),
+                                  lastSeenAt: Timestamp(unixSeconds: $0.lastSeenAt), expiresAt: Timestamp(unixSeconds: $0.expiresAt),
+                                  userAgent: $0.userAgent, ip: $0.ip, clientID: $0.clientID, current: $0.id == me.id) }
+        var next: Int64?
+        if page.count > limit {
+            page.removeLast(page.count - limit)
+            next = page.last?.id
+        }
+        return SessionPage(sessions: page, next: next)
+    }
+
+    func revokeSession(_ id: Int64, presentedBy hash: SessionToken.Hash) throws -> RevokeOutcome? {
+        try failIfAsked()
+        guard let index = authenticated(hash) else { return nil }
+        let me = sessions[index]
+        guard let target = sessions.firstIndex(where: { $0.id == id && $0.userID == me.userID && isLive($0) }) else {
+            return .notFound
+        }
+        sessions[target].revokedReason = "user_revoked"
+        return .revoked(by: me.id)
+    }
+}

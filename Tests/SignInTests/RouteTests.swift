@@ -1,0 +1,468 @@
+// docs/http.md, in process: every route's statuses, headers, cookies, CSRF/Origin rules and error bodies, against
+// the in-memory store and a fixed verifier (the end-to-end suites prove the nginx -> FastCGI -> PostgreSQL path).
+import FastCGI
+import Foundation
+@testable import IDToken
+import Store
+import Testing
+@testable import SignIn
+
+/// A verifier that answers from a table: token text -> result; anything else is `malformed`.
+struct FixedVerifier: TokenVerifying {
+    var answers: [String: Result<VerifiedToken, IDTokenError>]
+    func verify(_ token: String, with verifier: Verifier, now: Int64) -> Result<VerifiedToken, IDTokenError> {
+        answers[token] ?? .failure(IDTokenError(.malformed))
+    }
+}
+
+/// One application over an in-memory store, and the log lines it wrote.
+final class RouteHarness: @unchecked Sendable {
+    // SAFETY: used by one test on one thread.
+    static let site = "https://app.example"
+    let store: InMemoryStore
+    let app: Application
+    private let lines = LockedLines()
+
+    /// Tokens the fixed verifier knows: `good-<sub>` verifies for that sub; the others fail as named.
+    static let tokens: [String: Result<VerifiedToken, IDTokenError>] = {
+        var answers: [String: Result<VerifiedToken, IDTokenError>] = [:]
+        for sub in ["ada", "bob", "eve"] { answers["good-\(sub)"] = .success(verifiedToken(sub: sub, email: "\(sub)@example.com")) }
+        answers["good-unverified"] = .success(verifiedToken(sub: "unverified", email: "who@example.com", emailVerified: false))
+        answers["good-newline"] = .success(verifiedToken(sub: "newline", email: "a@example.com\r\nX-User-Id: 1"))
+        answers["expired"] = .failure(IDTokenError(.expired, "exp"))
+        answers["other-domain"] = .failure(IDTokenError(.hostedDomainNotAllowed))
+        answers["no-keys"] = .failure(IDTokenError(.keysUnavailable, "fetch failed"))
+        return answers
+    }()
+
+    init(environment: [String: String] = [:]) throws {
+        let configuration = try Configuration(environment: [
+            "TOKENSIGNIN_CLIENT_IDS": "web.apps.googleusercontent.com",
+            "TOKENSIGNIN_SITE_ORIGINS": Self.site,
+            "TOKENSIGNIN_SIGNIN_REDIRECT": "/welcome",
+        ].merging(environment) { $1 }, processorCount: 2)
+        store = InMemoryStore(policy: configuration.sessionPolicy)
+        let lines = self.lines
+        app = Application(configuration: configuration, tokens: FixedVerifier(answers: Self.tokens), store: store,
+                          log: Log { lines.append($0) }, clock: { 1_800_000_000 })
+    }
+
+    var log: [String] { lines.all }
+
+    func request(_ method: String, _ uri: String, headers: [String: String] = [:], contentType: String? = nil,
+                 body: String = "", bodyTooLarge: Bool = false) -> Response {
+        let parts = uri.split(separator: "?", maxSplits: 1)
+        var params = ["REQUEST_METHOD": method, "DOCUMENT_URI": String(parts[0]), "REQUEST_URI": uri,
+                      "QUERY_STRING": parts.count > 1 ? String(parts[1]) : "", "REMOTE_ADDR": "192.0.2.9",
+                      "REQUEST_ID": "req-1"]
+        if let contentType { params["CONTENT_TYPE"] = contentType }
+        for (name, value) in headers { params[Request.parameterName(forHeader: name)] = value }
+        return app.handle(Request(params: params, body: Array(body.utf8), bodyTooLarge: bodyTooLarge))
+    }
+
+    /// POST /tokensignin with a JSON body.
+    func signIn(_ token: String, headers: [String: String] = [:]) -> Response {
+        request("POST", "/tokensignin", headers: headers, contentType: "application/json", body: #"{"idToken":"\#(token)"}"#)
+    }
+
+    /// Signs `sub` in and returns its session token.
+    func session(_ sub: String = "ada") throws -> String {
+        let answer = signIn("good-\(sub)")
+        guard answer.status == 200, let token = (answer.json["session"] as? [String: Any])?["token"] as? String else {
+            throw StoreError(.unexpectedResult, "sign-in failed: \(answer.text)")
+        }
+        return token
+    }
+}
+
+final class LockedLines: @unchecked Sendable {
+    // SAFETY: every access holds `lock`.
+    private let lock = NSLock()
+    private var lines: [String] = []
+    func append(_ line: String) { lock.withLock { lines.append(line) } }
+    var all: [String] { lock.withLock { lines } }
+}
+
+extension Response {
+    var text: String { String(decoding: body, as: UTF8.self) }
+    var json: [String: Any] { (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any] ?? [:] }
+    var errorCode: String? { json["error"] as? String }
+    func headers(_ name: String) -> [String] { headers.filter { $0.name.lowercased() == name.lowercased() }.map(\.value) }
+}
+
+@Suite struct RoutingTests {
+    /// (method, path, status, Allow)
+    @Test(arguments: [
+        ("GET", "/tokensignin", 405, "POST"), ("PUT", "/tokensignin", 405, "POST"),
+        ("GET", "/tokensignout", 405, "POST"), ("POST", "/sessions", 405, "GET, HEAD"),
+        ("PUT", "/sessions/12", 405, "DELETE"), ("GET", "/sessions/12", 405, "DELETE"),
+        ("GET", "/", 404, nil), ("GET", "/tokensignin/", 404, nil), ("DELETE", "/sessions/abc", 404, nil),
+        ("DELETE", "/sessions/0", 404, nil), ("DELETE", "/sessions/1234567890123456789", 404, nil),
+        ("GET", "/auth/sessions", 404, nil),
+    ] as [(String, String, Int, String?)])
+    func unknownPathIs404AndWrongMethodIs405WithAllow(method: String, path: String, status: Int, allow: String?) throws {
+        let h = try RouteHarness()
+        let answer = h.request(method, path)
+        #expect(answer.status == status)
+        #expect(answer.header("Allow") == allow)
+        #expect(answer.errorCode == (status == 404 ? "not_found" : "method_not_allowed"))
+        #expect(answer.header("Content-Type") == "application/json" && answer.header("Cache-Control") == "no-store")
+    }
+
+    @Test(arguments: ["GET", "POST", "DELETE", "HEAD", "OPTIONS"])
+    func sessionCheckAnswersAnyMethod(method: String) throws {
+        let h = try RouteHarness()
+        let token = try h.session()
+        #expect(h.request(method, "/auth/session", headers: ["Authorization": "Bearer \(token)"]).status == 200)
+        #expect(h.request(method, "/auth/session").status == 401)
+    }
+
+    @Test func everyRequestIsLoggedWithRouteStatusDurationAndRequestIDButNeverATokenOrSecret() throws {
+        let h = try RouteHarness()
+        let token = try h.session()
+        _ = h.request("GET", "/nowhere")
+        _ = h.signIn("expired")
+        _ = h.request("GET", "/auth/session", headers: ["Authorization": "Bearer \(token)"])
+        let log = h.log
+        #expect(log.count == 3, "a successful session check is not logged: \(log)")
+        #expect(log[0].contains("route=sign_in") && log[0].contains("status=200") && log[0].contains("request_id=req-1"))
+        #expect(log[0].contains("duration_us="))
+        #expect(log[1].contains("route=none") && log[1].contains("status=404"))
+        #expect(log[2].contains("status=401") && log[2].contains("reason=expired"))
+        #expect(!log.joined().contains(token) && !log.joined().contains("good-ada"))
+    }
+}
+
+@Suite struct SignInRouteTests {
+    @Test func jsonSignInAnswersUserSessionAndTheSessionCookie() throws {
+        let h = try RouteHarness()
+        let answer = h.signIn("good-ada")
+        #expect(answer.status == 200)
+        #expect(answer.header("Content-Type") == "application/json" && answer.header("Cache-Control") == "no-store")
+        #expect(answer.header("X-Content-Type-Options") == "nosniff")
+        let user = try #require(answer.json["user"] as? [String: Any])
+        #expect(user["sub"] as? String == "ada" && user["email"] as? String == "ada@example.com")
+        #expect(user["email_verified"] as? Bool == true && user["created"] as? Bool == true && user["name"] as? String == "Ada")
+        #expect(user["id"] as? Int == 1)
+        let session = try #require(answer.json["session"] as? [String: Any])
+        let token = try #require(session["token"] as? String)
+        #expect(token.utf8.count == 43)
+        #expect(session["expires_at"] as? String == "2027-02-14T08:00:00Z")  // 1_800_000_000 + 30 days
+        #expect(answer.headers("Set-Cookie") == ["__Host-tokensignin=\(token); Path=/; Max-Age=2592000; Secure; HttpOnly; SameSite=Lax"])
+        // Only the hash of the token is kept.
+        #expect(h.store.sessions.map(\.hash) == [SessionToken(presented: token)!.hash])
+        #expect(h.store.sessions[0].clientID == "web.apps.googleusercontent.com" && h.store.sessions[0].ip == "192.0.2.9")
+        #expect(h.signIn("good-ada").json["user"].flatMap { ($0 as? [String: Any])?["created"] as? Bool } == false)
+    }
+
+    @Test func formAndWebFormBodiesSignIn() throws {
+        let h = try RouteHarness()
+        let form = h.request("POST", "/tokensignin", contentType: "application/x-www-form-urlencoded", body: "idtoken=good-ada")
+        #expect(form.status == 200 && form.json["session"] != nil)
+        let web = h.request("POST", "/tokensignin", headers: ["Cookie": "g_csrf_token=abc", "Origin": "https://accounts.google.com"],
+                            contentType: "application/x-www-form-urlencoded", body: "credential=good-bob&g_csrf_token=abc&select_by=btn")
+        #expect(web.status == 303)
+        #expect(web.header("Location") == "/welcome" && web.header("Cache-Control") == "no-store")
+        #expect(web.headers("Set-Cookie").first?.hasPrefix("__Host-tokensignin=") == true)
+        #expect(web.body.isEmpty)
+        #expect(h.store.sessions.count == 2)
+    }
+
+    /// (content type, body, status, error) — every refusal of a body; nothing is written for any of them.
+    @Test(arguments: [
+        (nil, #"{"idToken":"good-ada"}"#, 415, "unsupported_media_type"),
+        ("text/plain", "good-ada", 415, "unsupported_media_type"),
+        ("application/json; charset=latin1", #"{"idToken":"good-ada"}"#, 415, "unsupported_media_type"),
+        ("application/json", #"{"idToken":"good-ada""#, 400, "invalid_request"),
+        ("application/json", #"["good-ada"]"#, 400, "invalid_request"),
+        ("application/json", #"{"idToken":"good-ada","idToken":"good-bob"}"#, 400, "invalid_request"),
+        ("application/json", #"{"idToken":42}"#, 400, "invalid_request"),
+        ("application/json", #"{"other":"x"}"#, 400, "invalid_request"),
+        ("application/json", #"{"idToken":""}"#, 400, "invalid_request"),
+        ("application/json", #"{"idToken":"\#(String(repeating: "a", count: 16 * 1024 + 1))"}"#, 400, "invalid_request"),
+        ("application/x-www-form-urlencoded", "idtoken=%zz", 400, "invalid_request"),
+        ("application/x-www-form-urlencoded", "idtoken=a&credential=b&g_csrf_token=c", 400, "invalid_request"),
+        ("application/x-www-form-urlencoded", "idtoken=good-ada&idtoken=good-bob", 400, "invalid_request"),
+        ("application/x-www-form-urlencoded", "credential=good-ada&g_csrf_token=abc", 403, "csrf_check_failed"),
+    ] as [(String?, String, Int, String)])
+    func malformedBodiesAreRefusedAndChangeNothing(contentType: String?, body: String, status: Int, error: String) throws {
+        let h = try RouteHarness()
+        let answer = h.request("POST", "/tokensignin", contentType: contentType, body: body)
+        #expect(answer.status == status)
+        #expect(answer.errorCode == error)
+        #expect(h.store.users.isEmpty && h.store.sessions.isEmpty)
+        #expect(!answer.text.contains("good-ada"))
+    }
+
+    @Test func webFormCSRFCookieMustMatchTheField() throws {
+        let h = try RouteHarness()
+        for cookie in [nil, "g_csrf_token=other", "g_csrf_token="] as [String?] {
+            let answer = h.request("POST", "/tokensignin", headers: cookie.map { ["Cookie": $0] } ?? [:],
+                                   contentType: "application/x-www-form-urlencoded", body: "credential=good-ada&g_csrf_token=abc")
+            #expect(answer.status == 403 && answer.errorCode == "csrf_check_failed")
+        }
+        #expect(h.store.sessions.isEmpty)
+    }
+
+    @Test func bodyOverTheCapIs413() throws {
+        let h = try RouteHarness()
+        let answer = h.request("POST", "/tokensignin", contentType: "application/json", bodyTooLarge: true)
+        #expect(answer.status == 413 && answer.errorCode == "request_too_large")
+    }
+
+    /// (Origin, allowed) for JSON token posts: native apps send none; a browser sends the site's own.
+    @Test(arguments: [(nil, true), ("https://app.example", true), ("https://APP.example:443", true),
+                      ("https://evil.example", false), ("null", false), ("https://accounts.google.com", false)] as [(String?, Bool)])
+    func tokenPostFromAnotherSiteIsLoginCSRF(origin: String?, allowed: Bool) throws {
+        let h = try RouteHarness()
+        let answer = h.signIn("good-ada", headers: origin.map { ["Origin": $0] } ?? [:])
+        #expect(answer.status == (allowed ? 200 : 403))
+        if !allowed {
+            #expect(answer.errorCode == "csrf_check_failed")
+            #expect(h.store.sessions.isEmpty)
+        }
+    }
+
+    /// (token, status, error, Retry-After, audited reason)
+    @Test(arguments: [
+        ("expired", 401, "invalid_token", nil, "expired"),
+        ("forged", 401, "invalid_token", nil, "malformed"),
+        ("other-domain", 403, "access_denied", nil, "hosted_domain_not_allowed"),
+        ("no-keys", 503, "temporarily_unavailable", "5", nil),
+    ] as [(String, Int, String, String?, String?)])
+    func refusedTokenAnswersItsStatusAndIsAudited(token: String, status: Int, error: String, retryAfter: String?, audited: String?) throws {
+        let h = try RouteHarness()
+        let answer = h.signIn(token)
+        #expect(answer.status == status && answer.errorCode == error)
+        #expect(answer.header("Retry-After") == retryAfter)
+        #expect(answer.headers("Set-Cookie").isEmpty)
+        #expect(h.store.audit == (audited.map { [InMemoryStore.AuditRow(outcome: "failure", reason: $0, sub: nil, sessionID: nil)] } ?? []))
+        #expect(h.store.sessions.isEmpty)
+    }
+
+    @Test func disabledOrBlockedAccountIs403AndOpensNoSession() throws {
+        let h = try RouteHarness()
+        _ = try h.session("ada")
+        _ = try h.session("bob")
+        h.store.users[0].disabled = true
+        h.store.users[1].blocked = true
+        for token in ["good-ada", "good-bob"] {
+            let answer = h.signIn(token)
+            #expect(answer.status == 403 && answer.errorCode == "access_denied")
+            #expect(answer.headers("Set-Cookie").isEmpty)
+        }
+        #expect(h.store.sessions.count == 2)
+    }
+
+    /// A database outage is 503 with Retry-After (the client retries); a fault of the deployment is 500.
+    @Test(arguments: [
+        (StoreError(.connectionFailed, "down"), 503, "temporarily_unavailable"),
+        (StoreError(.timedOut, sqlState: "55P03", "lock timeout"), 503, "temporarily_unavailable"),
+        (StoreError(.permissionDenied, sqlState: "42501", "permission denied"), 500, "server_error"),
+        (StoreError(.queryFailed, sqlState: "42P01", "no table"), 500, "server_error"),
+    ])
+    func databaseFailureOfASignIn(error: StoreError, status: Int, code: String) throws {
+        let h = try RouteHarness()
+        h.store.nextError = error
+        let answer = h.signIn("good-ada")
+        #expect(answer.status == status && answer.errorCode == code)
+        #expect(answer.header("Retry-After") == (status == 503 ? "2" : nil))
+        #expect(answer.headers("Set-Cookie").isEmpty)
+        #expect(h.log.last?.hasPrefix("level=error event=request route=sign_in") == true)
+        if let state = error.sqlState { #expect(h.log.last?.contains("sqlstate=\(state)") == true) }
+    }
+}
+
+@Suite struct SessionRouteTests {
+    @Test func checkAnswersTheIdentityHeadersForABearerOrTheCookie() throws {
+        let h = try RouteHarness()
+        let token = try h.session()
+        for headers in [["Authorization": "Bearer \(token)"], ["Cookie": "other=1; __Host-tokensignin=\(token)"],
+                        ["Authorization": "Basic dXNlcjpwdw==", "Cookie": "__Host-tokensignin=\(token)"]] {
+            let answer = h.request("GET", "/auth/session", headers: headers)
+            #expect(answer.status == 200)
+            #expect(answer.header("X-User-Id") == "1" && answer.header("X-User-Sub") == "ada")
+            #expect(answer.header("X-User-Email") == "ada@example.com" && answer.header("X-User-Email-Verified") == "true")
+            #expect(answer.headers("Set-Cookie").isEmpty)
+            #expect(answer.json["user_id"] as? Int == 1 && answer.json["session_id"] as? Int == 1)
+            #expect(answer.json["sub"] as? String == "ada" && answer.json["email"] as? String == "ada@example.com")
+        }
+    }
+
+    @Test func unverifiedEmailNeverReachesTheApplication() throws {
+        let h = try RouteHarness()
+        let token = try h.session("unverified")
+        let answer = h.request("GET", "/auth/session", headers: ["Authorization": "Bearer \(token)"])
+        #expect(answer.status == 200)
+        #expect(answer.header("X-User-Email") == nil && answer.header("X-User-Email-Verified") == "false")
+        #expect(answer.json["email"] is NSNull)
+    }
+
+    @Test func identityThatCannotBeAHeaderIsAServerFaultNeverABlank200() throws {
+        let h = try RouteHarness()
+        let token = try h.session("newline")
+        let answer = h.request("GET", "/auth/session", headers: ["Authorization": "Bearer \(token)"])
+        #expect(answer.status == 500 && answer.errorCode == "server_error")
+        #expect(answer.header("X-User-Id") == nil && answer.header("X-User-Sub") == nil)
+        #expect(h.log.last?.contains("reason=identity_not_representable") == true)
+    }
+
+    /// Presented sessions that are not live sessions: all 401 with WWW-Authenticate.
+    @Test(arguments: [
+        [:], ["Authorization": "Bearer"], ["Authorization": "Bearer short"], ["Cookie": "__Host-tokensignin=short"],
+        ["Authorization": "Bearer \(String(repeating: "A", count: 43))"], ["Cookie": "tokensignin=x"],
+    ])
+    func noLiveSessionIs401(headers: [String: String]) throws {
+        let h = try RouteHarness()
+        _ = try h.session()
+        let answer = h.request("GET", "/auth/session", headers: headers)
+        #expect(answer.status == 401 && answer.errorCode == "invalid_token")
+        #expect(answer.header("WWW-Authenticate") == "Bearer")
+    }
+
+    @Test func aMalformedBearerHeaderDecidesEvenWithAGoodCookie() throws {
+        let h = try RouteHarness()
+        let token = try h.session()
+        let answer = h.request("GET", "/auth/session", headers: ["Authorization": "Bearer nope", "Cookie": "__Host-tokensignin=\(token)"])
+        #expect(answer.status == 401)
+    }
+
+    @Test func revokedExpiredIdleOrDisabledSessionIs401() throws {
+        let h = try RouteHarness()
+        let tokens = try ["ada", "bob", "eve", "unverified"].map { try h.session($0) }
+        h.store.sessions[0].revokedReason = "operator"
+        h.store.sessions[1].expiresAt = h.store.now - 1
+        h.store.sessions[2].lastSeenAt = h.store.now - 7 * 86_400 - 1
+        h.store.users[3].disabled = true
+        for token in tokens {
+            #expect(h.request("GET", "/auth/session", headers: ["Authorization": "Bearer \(token)"]).status == 401)
+        }
+    }
+
+    @Test func databaseDownIs503NeverA200OrA401() throws {
+        let h = try RouteHarness()
+        let token = try h.session()
+        h.store.nextError = StoreError(.connectionLost, sqlState: "57P01", "terminating connection")
+        let answer = h.request("GET", "/auth/session", headers: ["Authorization": "Bearer \(token)"])
+        #expect(answer.status == 503 && answer.header("Retry-After") == "2")
+        #expect(answer.header("X-User-Id") == nil)
+    }
+
+    @Test func signOutEndsTheSessionAndClearsTheCookie() throws {
+        let h = try RouteHarness()
+        let token = try h.session()
+        let other = try h.session()
+        let answer = h.request("POST", "/tokensignout", headers: ["Authorization": "Bearer \(token)"])
+        #expect(answer.status == 204 && answer.body.isEmpty && answer.header("Cache-Control") == "no-store")
+        #expect(answer.headers("Set-Cookie") == ["__Host-tokensignin=; Path=/; Max-Age=0; Secure; HttpOnly; SameSite=Lax"])
+        #expect(h.store.sessions.map(\.revokedReason) == ["sign_out", nil])
+        #expect(h.request("POST", "/tokensignout", headers: ["Authorization": "Bearer \(token)"]).status == 401)
+        #expect(h.request("POST", "/tokensignout?all=1", headers: ["Authorization": "Bearer \(other)"]).status == 204)
+        #expect(h.store.sessions.map(\.revokedReason) == ["sign_out", "sign_out_all"])
+    }
+
+    @Test func signOutAllEndsEverySessionOfTheUserOnly() throws {
+        let h = try RouteHarness()
+        let a = try h.session("ada")
+        _ = try h.session("ada")
+        _ = try h.session("bob")
+        #expect(h.request("POST", "/tokensignout?all=true", headers: ["Authorization": "Bearer \(a)"]).status == 204)
+        #expect(h.store.sessions.map(\.revokedReason) == ["sign_out_all", "sign_out_all", nil])
+    }
+
+    /// (Origin, Sec-Fetch-Site, allowed) for changes authenticated by the cookie.
+    @Test(arguments: [
+        (nil, nil, false), (nil, "same-origin", true), (nil, "same-site", false), (nil, "cross-site", false),
+        ("https://app.example", nil, true), ("https://app.example", "cross-site", true),
+        ("https://evil.example", "same-origin", false), ("null", "same-origin", false), ("not an origin", nil, false),
+    ] as [(String?, String?, Bool)])
+    func cookieAuthenticatedChangesMustComeFromTheSite(origin: String?, fetchSite: String?, allowed: Bool) throws {
+        let h = try RouteHarness()
+        let token = try h.session()
+        _ = try h.session()
+        var headers = ["Cookie": "__Host-tokensignin=\(token)"]
+        if let origin { headers["Origin"] = origin }
+        if let fetchSite { headers["Sec-Fetch-Site"] = fetchSite }
+        let revoke = h.request("DELETE", "/sessions/2", headers: headers)
+        let signOut = h.request("POST", "/tokensignout", headers: headers)
+        for answer in [revoke, signOut] {
+            #expect(answer.status == (allowed ? 204 : 403))
+            if !allowed { #expect(answer.errorCode == "csrf_check_failed") }
+        }
+        #expect(h.store.sessions.map(\.revokedReason) == (allowed ? ["sign_out", "user_revoked"] : [nil, nil]))
+    }
+
+    @Test func forgedChangeIsRefusedBeforeTheTokenIsLookedAt() throws {
+        let h = try RouteHarness()
+        let answer = h.request("POST", "/tokensignout", headers: ["Cookie": "__Host-tokensignin=garbage", "Origin": "https://evil.example"])
+        #expect(answer.status == 403)
+        #expect(h.request("POST", "/tokensignout", headers: ["Origin": "https://evil.example"]).status == 401)
+    }
+
+    @Test func bearerChangesNeedNoOrigin() throws {
+        let h = try RouteHarness()
+        let token = try h.session()
+        _ = try h.session()
+        #expect(h.request("DELETE", "/sessions/2", headers: ["Authorization": "Bearer \(token)", "Origin": "https://evil.example"]).status == 204)
+    }
+
+    @Test func devicesListShowsTheUsersLiveSessionsNewestFirst() throws {
+        let h = try RouteHarness()
+        let first = try h.session()
+        _ = try h.session()
+        _ = try h.session("bob")
+        _ = try h.session()
+        h.store.sessions[1].expiresAt = h.store.now - 1
+        for method in ["GET", "HEAD"] {
+            let answer = h.request(method, "/sessions", headers: ["Cookie": "__Host-tokensignin=\(first)"])
+            #expect(answer.status == 200)
+            let sessions = try #require(answer.json["sessions"] as? [[String: Any]])
+            #expect(sessions.map { $0["id"] as? Int } == [4, 1])
+            #expect(sessions.map { $0["current"] as? Bool } == [false, true])
+            #expect(sessions[1]["created_at"] as? String == "2027-01-15T08:00:00Z")
+            #expect(sessions[1]["ip"] as? String == "192.0.2.9" && sessions[1]["client_id"] as? String == "web.apps.googleusercontent.com")
+            #expect(answer.json["next"] is NSNull)
+        }
+    }
+
+    @Test func devicesListIsPaged() throws {
+        let h = try RouteHarness()
+        let token = try h.session()
+        for _ in 0..<4 { _ = try h.session() }
+        let auth = ["Authorization": "Bearer \(token)"]
+        let first = h.request("GET", "/sessions?limit=2", headers: auth)
+        #expect((first.json["sessions"] as? [[String: Any]])?.map { $0["id"] as? Int } == [5, 4])
+        #expect(first.json["next"] as? Int == 4)
+        let second = h.request("GET", "/sessions?limit=2&after=4", headers: auth)
+        #expect((second.json["sessions"] as? [[String: Any]])?.map { $0["id"] as? Int } == [3, 2])
+        let last = h.request("GET", "/sessions?after=2&limit=2", headers: auth)
+        #expect((last.json["sessions"] as? [[String: Any]])?.map { $0["id"] as? Int } == [1])
+        #expect(last.json["next"] is NSNull)
+    }
+
+    @Test(arguments: ["limit=0", "limit=101", "limit=x", "limit=-1", "limit=2&limit=3", "after=0", "after=abc", "limit=%zz"])
+    func badPagingIs400(query: String) throws {
+        let h = try RouteHarness()
+        let token = try h.session()
+        let answer = h.request("GET", "/sessions?\(query)", headers: ["Authorization": "Bearer \(token)"])
+        #expect(answer.status == 400 && answer.errorCode == "invalid_request")
+    }
+
+    @Test func onlyOwnLiveSessionsCanBeRevoked() throws {
+        let h = try RouteHarness()
+        let mine = try h.session("ada")
+        _ = try h.session("ada")
+        _ = try h.session("bob")
+        _ = try h.session("ada")
+        h.store.sessions[3].lastSeenAt = h.store.now - 8 * 86_400  // idle: not live
+        let auth = ["Authorization": "Bearer \(mine)"]
+        #expect(h.request("DELETE", "/sessions/3", headers: auth).errorCode == "not_found")
+        #expect(h.request("DELETE", "/sessions/4", headers: auth).status == 404)
+        #expect(h.request("DELETE", "/sessions/99", headers: auth).status == 404)
+        let revoked = h.request("DELETE", "/sessions/2", headers: auth)
+        #expect(revoked.status == 204 && revoked.headers("Set-Cookie").isEmpty)
+        #expect(h.request("DELETE", "/sessions/2", headers: auth).status == 404)
+        #expect(h.store.sessions.map(\.revokedReason) == [nil, "user_revoked", nil, nil])
+        #expect(h.request("DELETE", "/sessions/1", headers: [:]).status == 401)
+    }
+}

@@ -1,0 +1,260 @@
+// The SessionStore contract, run against PostgreSQL (the real statements) and the in-memory store the route
+// tests use, so the fast route tests stand on the behaviour of the real one.
+import Foundation
+@testable import IDToken
+import Store
+import Testing
+import TestSupport
+@testable import SignIn
+
+/// A store under test, with the hooks a test needs to age, disable or inspect rows behind the store's back.
+final class StoreUnderTest: @unchecked Sendable {
+    // SAFETY: each test makes its own and uses it from one thread.
+    let store: any SessionStore
+    let disable: (String) throws -> Void
+    let block: (String) throws -> Void
+    /// Moves the session's absolute expiry into the past.
+    let expire: (Int64) throws -> Void
+    /// Makes the session unused for this many seconds.
+    let idle: (Int64, Int64) throws -> Void
+    let revokedReason: (Int64) throws -> String?
+    /// (outcome, reason) of every audit row, oldest first.
+    let audit: () throws -> [[String?]]
+    private let keepAlive: AnyObject?
+
+    init(store: any SessionStore, disable: @escaping (String) throws -> Void, block: @escaping (String) throws -> Void,
+         expire: @escaping (Int64) throws -> Void, idle: @escaping (Int64, Int64) throws -> Void,
+         revokedReason: @escaping (Int64) throws -> String?, audit: @escaping () throws -> [[String?]], keepAlive: AnyObject?) {
+        self.store = store
+        self.disable = disable
+        self.block = block
+        self.expire = expire
+        self.idle = idle
+        self.revokedReason = revokedReason
+        self.audit = audit
+        self.keepAlive = keepAlive
+    }
+
+    enum Kind: String, CaseIterable, Sendable, CustomStringConvertible {
+        case memory, postgres
+        var description: String { rawValue }
+    }
+
+    static func make(_ kind: Kind, maxSessions: Int = 100) throws -> StoreUnderTest {
+        let policy = SessionPolicy(lifetime: 30 * 86_400, idleTimeout: 7 * 86_400, maxSessionsPerUser: maxSessions)
+        switch kind {
+        case .memory:
+            let memory = InMemoryStore(policy: policy)
+            return StoreUnderTest(
+                store: memory,
+                disable: { sub in for i in memory.users.indices where memory.users[i].sub == sub { memory.users[i].disabled = true } },
+                block: { sub in for i in memory.users.indices where memory.users[i].sub == sub { memory.users[i].blocked = true } },
+                expire: { id in for i in memory.sessions.indices where memory.sessions[i].id == id { memory.sessions[i].expiresAt = memory.now - 1 } },
+                idle: { id, seconds in
+                    for i in memory.sessions.indices where memory.sessions[i].id == id { memory.sessions[i].lastSeenAt = memory.now - seconds }
+                },
+                revokedReason: { id in memory.sessions.first { $0.id == id }?.revokedReason },
+                audit: { memory.audit.map { [$0.outcome, $0.reason] } },
+                keepAlive: nil)
+        case .postgres:
+            let db = try TestDatabase.migrated("contract")
+            let sql = try db.connect()
+            let log = Log { _ in }
+            return StoreUnderTest(
+                store: PostgresStore(conninfo: db.conninfo, policy: policy, log: log),
+                disable: { sub in try sql.query("UPDATE signin.users SET disabled_at = now() WHERE google_sub = $1", [sub]) },
+                block: { sub in try sql.query("UPDATE signin.users SET google_sign_in_blocked_at = now() WHERE google_sub = $1", [sub]) },
+                expire: { id in
+                    try sql.query("UPDATE signin.sessions SET created_at = now() - interval '2 days', expires_at = now() - interval '1 second' WHERE id = $1", [id])
+                },
+                idle: { id, seconds in
+                    try sql.query("UPDATE signin.sessions SET last_seen_at = now() - $2::interval WHERE id = $1", [id, SQLInterval(seconds: seconds)])
+                },
+                revokedReason: { id in try sql.query("SELECT revoked_reason FROM signin.sessions WHERE id = $1", [id])[0, 0] },
+                audit: {
+                    let rows = try sql.query("SELECT outcome, reason FROM signin.sign_ins ORDER BY id")
+                    return (0..<rows.count).map { [rows[$0, 0], rows[$0, 1]] }
+                },
+                keepAlive: db)
+        }
+    }
+}
+
+/// A verified token as the verifier would hand it over.
+func verifiedToken(sub: String, email: String? = "ada@example.com", emailVerified: Bool = true, name: String? = "Ada",
+                   audience: String = "web.apps.googleusercontent.com") -> VerifiedToken {
+    VerifiedToken(subject: sub, audience: audience, issuer: "https://accounts.google.com", issuedAt: 1_800_000_000,
+                  expiresAt: 1_800_003_600, keyID: "kid", email: email, emailVerified: emailVerified, name: name,
+                  givenName: nil, familyName: nil, picture: nil, locale: nil, hostedDomain: nil, claimsJSON: "{}")
+}
+
+@Suite struct StoreContractTests {
+    typealias Kind = StoreUnderTest.Kind
+
+    /// Signs `sub` in and returns the session's id and token hash.
+    static func signIn(_ store: any SessionStore, _ sub: String, agent: String? = "Test/1.0") throws -> (SignedIn, SessionToken.Hash) {
+        let token = SessionToken.generate()
+        let outcome = try store.signIn(verifiedToken(sub: sub),
+                                       NewSession(tokenHash: token.hash, clientID: "web.apps.googleusercontent.com",
+                                                  userAgent: agent, ip: "192.0.2.7"))
+        guard case .signedIn(let signedIn) = outcome else { throw StoreError(.unexpectedResult, "refused: \(outcome)") }
+        return (signedIn, token.hash)
+    }
+
+    @Test(arguments: Kind.allCases)
+    func firstSignInCreatesTheUserAndLaterOnesReuseIt(kind: Kind) throws {
+        let s = try StoreUnderTest.make(kind)
+        let (first, hash) = try Self.signIn(s.store, "sub-1")
+        #expect(first.created)
+        let (second, _) = try Self.signIn(s.store, "sub-1")
+        #expect(!second.created)
+        #expect(second.userID == first.userID)
+        #expect(second.sessionID != first.sessionID)
+        #expect(second.expiresAt > first.expiresAt || second.expiresAt == first.expiresAt)
+
+        let live = try #require(try s.store.liveSession(hash))
+        #expect(live.sessionID == first.sessionID && live.userID == first.userID && live.sub == "sub-1")
+        #expect(live.email == "ada@example.com" && live.emailVerified)
+        #expect(live.expiresAt == first.expiresAt)
+        #expect(try s.audit() == [["success", nil], ["success", nil]])
+    }
+
+    @Test(arguments: Kind.allCases)
+    func unknownTokenIsNoSession(kind: Kind) throws {
+        let s = try StoreUnderTest.make(kind)
+        let stranger = SessionToken.generate().hash
+        #expect(try s.store.liveSession(stranger) == nil)
+        #expect(try s.store.signOut(stranger, everywhere: true) == nil)
+        #expect(try s.store.listSessions(stranger, limit: 10, after: nil) == nil)
+        #expect(try s.store.revokeSession(1, presentedBy: stranger) == nil)
+    }
+
+    @Test(arguments: Kind.allCases)
+    func expiredIdleAndDisabledSessionsAreNotLive(kind: Kind) throws {
+        let s = try StoreUnderTest.make(kind)
+        let (expired, expiredHash) = try Self.signIn(s.store, "sub-e")
+        let (idle, idleHash) = try Self.signIn(s.store, "sub-i")
+        let (_, disabledHash) = try Self.signIn(s.store, "sub-d")
+        let (_, fineHash) = try Self.signIn(s.store, "sub-f")
+        try s.expire(expired.sessionID)
+        try s.idle(idle.sessionID, 7 * 86_400 + 5)
+        try s.disable("sub-d")
+        for hash in [expiredHash, idleHash, disabledHash] {
+            #expect(try s.store.liveSession(hash) == nil)
+            #expect(try s.store.listSessions(hash, limit: 10, after: nil) == nil)
+            #expect(try s.store.signOut(hash, everywhere: false) == nil)
+        }
+        #expect(try s.store.liveSession(fineHash) != nil)
+        // Just inside the idle timeout is still live.
+        let (almost, almostHash) = try Self.signIn(s.store, "sub-a")
+        try s.idle(almost.sessionID, 7 * 86_400 - 60)
+        #expect(try s.store.liveSession(almostHash) != nil)
+    }
+
+    @Test(arguments: Kind.allCases)
+    func disabledOrBlockedAccountsAreRefusedAndAudited(kind: Kind) throws {
+        let s = try StoreUnderTest.make(kind)
+        _ = try Self.signIn(s.store, "sub-x")
+        _ = try Self.signIn(s.store, "sub-y")
+        try s.disable("sub-x")
+        try s.block("sub-y")
+        for (sub, refusal) in [("sub-x", AccountRefusal.accountDisabled), ("sub-y", .googleSignInBlocked)] {
+            let outcome = try s.store.signIn(verifiedToken(sub: sub), NewSession(tokenHash: SessionToken.generate().hash,
+                                                                                clientID: "c", userAgent: nil, ip: nil))
+            guard case .refused(_, let why) = outcome else {
+                Issue.record("\(sub) signed in: \(outcome)")
+                continue
+            }
+            #expect(why == refusal)
+        }
+        #expect(try s.audit().suffix(2) == [["failure", "account_disabled"], ["failure", "google_sign_in_blocked"]])
+        try s.store.recordRefusedSignIn(reason: "bad_signature", clientID: nil, ip: "192.0.2.1", userAgent: nil)
+        #expect(try s.audit().last == ["failure", "bad_signature"])
+    }
+
+    @Test(arguments: Kind.allCases)
+    func signOutEndsThePresentedSessionOrAllOfTheUsers(kind: Kind) throws {
+        let s = try StoreUnderTest.make(kind)
+        let (a, aHash) = try Self.signIn(s.store, "sub-o")
+        let (b, bHash) = try Self.signIn(s.store, "sub-o")
+        let (c, cHash) = try Self.signIn(s.store, "sub-o")
+        let (other, otherHash) = try Self.signIn(s.store, "sub-other")
+
+        #expect(try s.store.signOut(aHash, everywhere: false) == SignedOut(sessionID: a.sessionID, revoked: 1))
+        #expect(try s.revokedReason(a.sessionID) == "sign_out")
+        #expect(try s.store.liveSession(aHash) == nil)
+        #expect(try s.store.liveSession(bHash) != nil)
+
+        #expect(try s.store.signOut(bHash, everywhere: true) == SignedOut(sessionID: b.sessionID, revoked: 2))
+        #expect(try s.revokedReason(c.sessionID) == "sign_out_all")
+        #expect(try s.store.liveSession(cHash) == nil)
+        #expect(try s.store.liveSession(otherHash)?.sessionID == other.sessionID)
+    }
+
+    @Test(arguments: Kind.allCases)
+    func sessionsAreListedNewestFirstInPages(kind: Kind) throws {
+        let s = try StoreUnderTest.make(kind)
+        var made: [SignedIn] = []
+        var hash: SessionToken.Hash?
+        for i in 0..<5 {
+            let (signedIn, h) = try Self.signIn(s.store, "sub-l", agent: "agent-\(i)")
+            made.append(signedIn)
+            if i == 1 { hash = h }
+        }
+        let (gone, _) = try Self.signIn(s.store, "sub-l")
+        try s.expire(gone.sessionID)
+        _ = try Self.signIn(s.store, "sub-someone-else")
+
+        let first = try #require(try s.store.listSessions(hash!, limit: 2, after: nil))
+        #expect(first.sessions.map(\.id) == [made[4].sessionID, made[3].sessionID])
+        #expect(first.next == made[3].sessionID)
+        #expect(first.sessions[0].userAgent == "agent-4" && first.sessions[0].ip == "192.0.2.7")
+        #expect(first.sessions[0].clientID == "web.apps.googleusercontent.com")
+        #expect(first.sessions.allSatisfy { !$0.current })
+
+        let second = try #require(try s.store.listSessions(hash!, limit: 2, after: first.next))
+        #expect(second.sessions.map(\.id) == [made[2].sessionID, made[1].sessionID])
+        #expect(second.sessions.map(\.current) == [false, true])
+        let third = try #require(try s.store.listSessions(hash!, limit: 2, after: second.next))
+        #expect(third.sessions.map(\.id) == [made[0].sessionID])
+        #expect(third.next == nil)
+        // Past the last page: still signed in, no sessions.
+        let beyond = try #require(try s.store.listSessions(hash!, limit: 2, after: made[0].sessionID))
+        #expect(beyond == SessionPage(sessions: [], next: nil))
+        let all = try #require(try s.store.listSessions(hash!, limit: 100, after: nil))
+        #expect(all.sessions.count == 5 && all.next == nil)
+    }
+
+    @Test(arguments: Kind.allCases)
+    func onlyOnesOwnLiveSessionsCanBeRevoked(kind: Kind) throws {
+        let s = try StoreUnderTest.make(kind)
+        let (mine, myHash) = try Self.signIn(s.store, "sub-r")
+        let (laptop, laptopHash) = try Self.signIn(s.store, "sub-r")
+        let (old, _) = try Self.signIn(s.store, "sub-r")
+        let (theirs, _) = try Self.signIn(s.store, "sub-stranger")
+        try s.expire(old.sessionID)
+
+        #expect(try s.store.revokeSession(theirs.sessionID, presentedBy: myHash) == .notFound)
+        #expect(try s.store.revokeSession(old.sessionID, presentedBy: myHash) == .notFound)
+        #expect(try s.store.revokeSession(999_999, presentedBy: myHash) == .notFound)
+        #expect(try s.revokedReason(theirs.sessionID) == nil)
+        #expect(try s.store.revokeSession(laptop.sessionID, presentedBy: myHash) == .revoked(by: mine.sessionID))
+        #expect(try s.revokedReason(laptop.sessionID) == "user_revoked")
+        #expect(try s.store.liveSession(laptopHash) == nil)
+        #expect(try s.store.revokeSession(laptop.sessionID, presentedBy: myHash) == .notFound)
+    }
+
+    @Test(arguments: Kind.allCases)
+    func signInBeyondTheLimitRevokesTheOldestLiveSessions(kind: Kind) throws {
+        let s = try StoreUnderTest.make(kind, maxSessions: 3)
+        var made: [(SignedIn, SessionToken.Hash)] = []
+        for _ in 0..<5 { made.append(try Self.signIn(s.store, "sub-cap")) }
+        #expect(try s.revokedReason(made[0].0.sessionID) == "session_limit")
+        #expect(try s.revokedReason(made[1].0.sessionID) == "session_limit")
+        for kept in made[2...] { #expect(try s.store.liveSession(kept.1) != nil) }
+        #expect(try s.store.listSessions(made[4].1, limit: 100, after: nil)?.sessions.count == 3)
+        // Another user's sessions do not count.
+        _ = try Self.signIn(s.store, "sub-cap-other")
+        #expect(try s.store.liveSession(made[2].1) != nil)
+    }
+}
