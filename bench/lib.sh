@@ -11,7 +11,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 dir="$here/.build/bench"
-bin=${BENCH_BIN:-$here/.build/release/tokensignin}   # BENCH_BIN: another build (e.g. the previous version) to measure
+bin=${BENCH_BIN:-$here/.build/release/tokensignin}
 pgport=${BENCH_PGPORT:-55442}
 port=${BENCH_PORT:-18443}
 duration=${BENCH_SECONDS:-10}

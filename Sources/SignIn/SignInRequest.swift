@@ -111,6 +111,8 @@ enum MediaType {
         }
         for parameter in parts.dropFirst() {
             let parameter = parameter.trimmingASCIIWhitespace()
+            // RFC 9110 allows empty parameters (`application/json;`, `a/b; ; charset=utf-8`).
+            if parameter.isEmpty { continue }
             guard let equals = parameter.firstIndex(of: "=") else {
                 throw SignInError(.unsupportedMediaType, "malformed Content-Type parameter")
             }

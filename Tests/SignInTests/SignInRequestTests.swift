@@ -66,7 +66,8 @@ private let refusedBodies: [(String?, String, SignInError.Code)] = [
 @Suite struct SignInRequestTests {
     @Test(arguments: [
         "application/json", "application/json; charset=utf-8", "Application/JSON;charset=UTF-8",
-        "application/json; charset=\"utf-8\"", "application/json ; foo=bar",
+        "application/json; charset=\"utf-8\"", "application/json ; foo=bar", "application/json;",
+        "application/json; ; charset=utf-8",
     ])
     func jsonBodyYieldsItsIdToken(contentType: String) throws {
         #expect(try parse(contentType, #"{"idToken": "\#(token)"}"#) == .json(idToken: token))
