@@ -8,6 +8,8 @@
 #   BENCH_NGINX_WORKERS (1) nginx worker_processes
 #   BENCH_PGPORT (55442)  BENCH_PORT (18443)
 #   BENCH_BIN               the tokensignin binary to measure (default: this tree's release build)
+#   BENCH_BASELINE_BIN      a previous build to measure in the same run: each round then also runs wrk against it
+#                           (same database, nginx and socket), and the scripts print new / previous
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 dir="$here/.build/bench"
@@ -35,24 +37,34 @@ bench_start() {
     export TOKENSIGNIN_CLIENT_IDS="$client_id" TOKENSIGNIN_JWKS_FILE="$dir/keys/dev-jwks.json"
     export TOKENSIGNIN_LISTEN="$dir/fcgi.sock" TOKENSIGNIN_WORKERS=$workers
     export TOKENSIGNIN_SITE_ORIGINS="https://127.0.0.1:$port"
-    "$bin" serve >>"$dir/tokensignin.log" 2>&1 &
+    start_responder "$bin"
+    NGINX_RATE_LIMIT=off NGINX_WORKER_PROCESSES=$nginx_workers \
+        "$here/scripts/nginx-local" start "$dir/nginx" "$port" "$TOKENSIGNIN_LISTEN"
+}
+
+# Starts the responder BIN on the benchmark's socket, stopping the one running: start_responder BIN
+start_responder() {
+    stop_responder
+    rm -f "$TOKENSIGNIN_LISTEN"
+    "$1" serve >>"$dir/tokensignin.log" 2>&1 &
     echo $! >"$dir/tokensignin.pid"
     for _ in $(seq 100); do [ -S "$TOKENSIGNIN_LISTEN" ] && break; sleep 0.1; done
     [ -S "$TOKENSIGNIN_LISTEN" ] || { tail -n 20 "$dir/tokensignin.log" >&2; exit 1; }
-    NGINX_RATE_LIMIT=off NGINX_WORKER_PROCESSES=$nginx_workers \
-        "$here/scripts/nginx-local" start "$dir/nginx" "$port" "$TOKENSIGNIN_LISTEN"
+}
+
+stop_responder() {
+    [ -f "$dir/tokensignin.pid" ] || return 0
+    local pid; pid=$(cat "$dir/tokensignin.pid")
+    kill "$pid" 2>/dev/null || true
+    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    rm -f "$dir/tokensignin.pid"
 }
 
 # Stops what bench_start started (only the processes recorded under $dir), and removes the secrets.
 bench_stop() {
     [ -d "$dir" ] || return 0
     "$here/scripts/nginx-local" stop "$dir/nginx" || true
-    if [ -f "$dir/tokensignin.pid" ]; then
-        local pid; pid=$(cat "$dir/tokensignin.pid")
-        kill "$pid" 2>/dev/null || true
-        for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-        rm -f "$dir/tokensignin.pid"
-    fi
+    stop_responder
     # (destroy also removes the private folder under /tmp that pgcluster uses as root when needed)
     "$here/scripts/pgcluster" destroy "$dir/pg" "$pgport" || true
     # ID tokens and session tokens are secrets, even the benchmark's: they do not outlive the run.
@@ -184,15 +196,35 @@ cpu_add() {
 # meet the database in the same states (tables growing, autovacuum, checkpoints) instead of one always
 # running after the other. Usage: side_by_side SCRIPT WRK_ARGS...
 # Sets: rps p50 p99 errors wrk_cpu (means over the rounds; p99 is the worst round's), tps pg_failed
-# pg_latency pg_cpu, and rounds_report (one line per round with its own ratio).
+# pg_latency pg_cpu, and rounds_report (one line per round with its own ratio). With BENCH_BASELINE_BIN each
+# round also runs wrk against that build (the order of the three rotating), and sets baseline_rps,
+# baseline_cpu and baseline_errors.
 side_by_side() {
     local script=$1; shift
-    local round side before after wrk_acc="0 0 0 0 0 0" pg_acc="0 0 0 0 0 0" wrk_n=0 pg_n=0
-    local r_rps r_p50 r_p99 r_tps sum_rps=0 sum_p50=0 sum_tps=0 sum_latency=0
-    p99=0; errors=0; pg_failed=0; rounds_report=""
+    local round side before after wrk_acc="0 0 0 0 0 0" pg_acc="0 0 0 0 0 0" base_acc="0 0 0 0 0 0" wrk_n=0 pg_n=0 base_n=0
+    local r_rps r_p50 r_p99 r_tps r_base=0 sum_rps=0 sum_p50=0 sum_tps=0 sum_base=0 sum_latency=0
+    local sides=(wrk pgbench)
+    [ -n "${BENCH_BASELINE_BIN:-}" ] && sides=(wrk baseline pgbench)
+    p99=0; errors=0; pg_failed=0; baseline_errors=0; rounds_report=""
     for round in $(seq "$rounds"); do
-        local order="wrk pgbench"; [ $((round % 2)) = 0 ] && order="pgbench wrk"
+        local k order="" n=${#sides[@]}
+        for ((k = 0; k < n; k++)); do order+="${sides[$(((k + round - 1) % n))]} "; done
+        order=${order% }
         for side in $order; do
+            if [ "$side" = baseline ]; then
+                start_responder "$BENCH_BASELINE_BIN"
+                wrk -t2 -c"$connections" -d2s "$@" >/dev/null   # warm-up: nginx reconnects, caches fill
+                before=$(cpu_snapshot)
+                wrk -t2 -c"$connections" -d"${duration}s" --latency "$@" >"$dir/wrk-baseline-$round.txt"
+                after=$(cpu_snapshot)
+                base_acc=$(cpu_add "$base_acc" "$before" "$after")
+                base_n=$((base_n + $(wrk_count "$dir/wrk-baseline-$round.txt")))
+                baseline_errors=$((baseline_errors + $(wrk_errors "$dir/wrk-baseline-$round.txt")))
+                read -r r_base _ _ < <(wrk_summary "$dir/wrk-baseline-$round.txt")
+                start_responder "$bin"
+                wrk -t2 -c"$connections" -d2s "$@" >/dev/null
+                continue
+            fi
             before=$(cpu_snapshot)
             if [ "$side" = wrk ]; then
                 wrk -t2 -c"$connections" -d"${duration}s" --latency "$@" >"$dir/wrk-$round.txt"
@@ -212,12 +244,15 @@ side_by_side() {
                     while ((getline line < f) > 0) if (line ~ /^latency average/) { split(line, w, " "); print a + w[4]; exit } }')
             fi
         done
-        sum_rps=$((sum_rps + r_rps)); sum_tps=$((sum_tps + r_tps))
+        sum_rps=$((sum_rps + r_rps)); sum_tps=$((sum_tps + r_tps)); sum_base=$((sum_base + r_base))
         sum_p50=$(awk -v a="$sum_p50" -v b="$r_p50" 'BEGIN {print a + b}')
         p99=$(awk -v a="$p99" -v b="$r_p99" 'BEGIN {print (b > a ? b : a)}')
-        rounds_report+="  round $round ($order): end to end $r_rps/s (p50 $r_p50 ms, p99 $r_p99 ms), pgbench $r_tps/s, ratio $(ratio "$r_rps" "$r_tps")"$'\n'
+        local versus=""
+        [ -n "${BENCH_BASELINE_BIN:-}" ] && versus=", previous version $r_base/s, new / previous $(ratio "$r_rps" "$r_base")"
+        rounds_report+="  round $round ($order): end to end $r_rps/s (p50 $r_p50 ms, p99 $r_p99 ms), pgbench $r_tps/s, ratio $(ratio "$r_rps" "$r_tps")$versus"$'\n'
     done
-    rps=$((sum_rps / rounds)); tps=$((sum_tps / rounds))
+    rps=$((sum_rps / rounds)); tps=$((sum_tps / rounds)); baseline_rps=$((sum_base / rounds))
+    if [ -n "${BENCH_BASELINE_BIN:-}" ]; then baseline_cpu=$(cpu_report "0 0 0 0 0 0" "$base_acc" "$base_n"); fi
     p50=$(awk -v a="$sum_p50" -v n="$rounds" 'BEGIN {printf "%.2f", a / n}')
     pg_latency=$(awk -v a="$sum_latency" -v n="$rounds" 'BEGIN {printf "%.3f", a / n}')
     wrk_cpu=$(cpu_report "0 0 0 0 0 0" "$wrk_acc" "$wrk_n")
