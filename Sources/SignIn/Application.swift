@@ -87,6 +87,9 @@ final class Application: Handler {
         let outcome = try store.signIn(token, NewSession(tokenHash: session.hash, clientID: token.audience,
                                                          userAgent: Self.userAgent(request), ip: request.remoteIP))
         switch outcome {
+        case .refused(let userID, .idTokenRevoked):
+            line["user_id"] = String(userID)
+            throw SignInError(.idTokenRevoked, "issued before the account's sessions were revoked")
         case .refused(let userID, let refusal):
             line["user_id"] = String(userID)
             throw SignInError(.accountRefused, refusal.rawValue)

@@ -66,6 +66,7 @@ struct Failure: Sendable {
                       headers: [("Allow", error.allow.joined(separator: ", "))])
         case .notSignedIn:
             self.init(.invalidToken, "no live session", reason: reason, headers: [("WWW-Authenticate", "Bearer")])
+        case .idTokenRevoked: self.init(.invalidToken, "the ID token is not valid", reason: reason)
         case .accountRefused:
             self.init(.accessDenied, "this account may not sign in", reason: error.detail.isEmpty ? reason : error.detail)
         default:

@@ -5,7 +5,7 @@ import Store
 
 /// One worker's database. Opens its connection on first use; when a statement finds the connection lost
 /// (PostgreSQL restarted, a failover), reconnects and runs it once more, so a client sees no error for it.
-final class PostgresStore: SessionStore {
+final class PostgresStore: SessionStore, SecurityEventStore {
     private let conninfo: String
     let policy: SessionPolicy
     private let log: Log
@@ -25,7 +25,7 @@ final class PostgresStore: SessionStore {
         let params: [any SQLParameter] = [
             token.subject, token.email, token.emailVerified, token.name, token.givenName, token.familyName,
             token.picture, token.locale, token.hostedDomain, session.tokenHash, SQLInterval(seconds: policy.lifetime),
-            session.clientID, session.userAgent, session.ip, policy.maxSessionsPerUser,
+            session.clientID, session.userAgent, session.ip, policy.maxSessionsPerUser, token.issuedAt,
         ]
         let rows: Rows
         do throws(StoreError) {
@@ -96,7 +96,30 @@ final class PostgresStore: SessionStore {
         return revoked > 0 ? .revoked(by: by) : .notFound
     }
 
-    // MARK: connection
+    // MARK: SecurityEventStore
+
+    func applySecurityEvents(_ events: [SecurityEventRecord]) throws -> [AppliedSecurityEvent] {
+        try inTransaction { (connection) throws(StoreError) -> [AppliedSecurityEvent] in
+            var applied: [AppliedSecurityEvent] = []
+            for event in events {
+                let action = event.action
+                let rows = try connection.execute(SecurityEventQueries.apply, [
+                    event.jti, event.issuer, event.type, event.subject, event.reason, event.state, event.issuedAt,
+                    action.rawValue, SecurityAction.flagReason(type: event.type, reason: event.reason),
+                ])
+                guard rows.count == 1 else {
+                    applied.append(AppliedSecurityEvent(type: event.type, userID: nil, outcome: AppliedSecurityEvent.duplicate,
+                                                        sessionsRevoked: 0))
+                    continue
+                }
+                let (userID, outcome, revoked) = try rows.decode(row: 0, as: Int64?.self, String.self, Int.self)
+                applied.append(AppliedSecurityEvent(type: event.type, userID: userID, outcome: outcome, sessionsRevoked: revoked))
+            }
+            return applied
+        }
+    }
+
+    // MARK: connection    // MARK: connection
 
     /// Runs `statement`; when the connection turns out to have been lost, re-establishes it and tries once more.
     /// A sign-in retried after a lost commit fails on the unique token hash instead of opening two sessions.
@@ -107,6 +130,17 @@ final class PostgresStore: SessionStore {
         } catch where error.code == .connectionLost {
             log.warning("database_reconnect", ["operation": statement.name, "sqlstate": error.sqlState])
             return try database().execute(statement, params)
+        }
+    }
+
+    /// Runs `body` in one transaction (rolled back when it throws); a connection lost before the commit is
+    /// re-established and the whole transaction run once more.
+    private func inTransaction<T>(_ body: (Connection) throws(StoreError) -> T) throws(StoreError) -> T {
+        do {
+            return try database().transaction(body)
+        } catch where error.code == .connectionLost {
+            log.warning("database_reconnect", ["operation": "transaction", "sqlstate": error.sqlState])
+            return try database().transaction(body)
         }
     }
 

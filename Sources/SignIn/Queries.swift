@@ -23,7 +23,8 @@ enum Queries {
     /// $1 google_sub, $2 email, $3 email_verified, $4 name, $5 given_name, $6 family_name, $7 picture,
     /// $8 locale, $9 hosted_domain, $10 token_hash (hex SHA-256 of the session token), $11 session lifetime
     /// (interval), $12 client_id (aud), $13 user_agent, $14 ip (NULL if not an address), $15 live sessions a
-    /// user may hold. One row: user_id, created, refusal (NULL on success), session_id, expires_at (epoch).
+    /// user may hold, $16 the ID token's iat (Unix seconds: a token issued before Google revoked the account's
+    /// sessions opens none). One row: user_id, created, refusal (NULL on success), session_id, expires_at (epoch).
     static let signIn = Statement(name: "sign_in", sql: """
         WITH u AS (
             INSERT INTO signin.users AS u
@@ -36,10 +37,13 @@ enum Queries {
                    picture = EXCLUDED.picture, locale = EXCLUDED.locale, hosted_domain = EXCLUDED.hosted_domain,
                    updated_at = now(),
                    last_sign_in_at = CASE WHEN u.disabled_at IS NULL AND u.google_sign_in_blocked_at IS NULL
+                                               AND (u.id_tokens_invalid_before IS NULL
+                                                    OR u.id_tokens_invalid_before <= to_timestamp($16::bigint))
                                           THEN now() ELSE u.last_sign_in_at END
             RETURNING u.id, u.google_sub, (u.xmax = 0) AS created,
                       CASE WHEN u.disabled_at IS NOT NULL THEN 'account_disabled'
                            WHEN u.google_sign_in_blocked_at IS NOT NULL THEN 'google_sign_in_blocked'
+                           WHEN u.id_tokens_invalid_before > to_timestamp($16::bigint) THEN 'id_token_revoked'
                       END AS refusal
         ), s AS (
             INSERT INTO signin.sessions (user_id, token_hash, expires_at, client_id, user_agent, ip)
@@ -146,6 +150,65 @@ enum Queries {
         """)
 }
 
+/// Cross-Account Protection: one security event recorded and applied, each (jti, event type) once.
+enum SecurityEventQueries {
+    /// $1 jti, $2 issuer, $3 event type, $4 the subject's sub (NULL: none we read), $5 reason, $6 state,
+    /// $7 the SET's iat (Unix seconds), $8 the action (`SecurityAction`: revoke, revoke_block, block, unblock,
+    /// flag, record), $9 the flag reason. Does nothing when the event was recorded before (no row); otherwise
+    /// applies the action to the user matched on google_sub (revoking live sessions with reason
+    /// security_event, setting id_tokens_invalid_before, the block, the flag) and records the event with what
+    /// was done. Blocks and unblocks are ordered by the events' iat, not by arrival: a block never undoes a
+    /// later enable, an enable never lifts a later block. One row: user_id, outcome, sessions_revoked.
+    static let apply = Statement(name: "apply_security_event", sql: """
+        WITH u AS (
+            SELECT id FROM signin.users WHERE google_sub = $4
+        ), fresh AS (
+            SELECT NOT EXISTS (SELECT 1 FROM signin.security_events WHERE jti = $1 AND event_type = $3) AS yes
+        ), revoked AS (
+            UPDATE signin.sessions s SET revoked_at = now(), revoked_reason = 'security_event'
+              FROM u, fresh
+             WHERE fresh.yes AND $8 IN ('revoke', 'revoke_block') AND s.user_id = u.id AND s.revoked_at IS NULL
+            RETURNING s.id
+        ), changed AS (
+            UPDATE signin.users t
+               SET id_tokens_invalid_before = CASE WHEN $8 IN ('revoke', 'revoke_block')
+                       THEN greatest(t.id_tokens_invalid_before, to_timestamp($7::bigint))
+                       ELSE t.id_tokens_invalid_before END,
+                   google_sign_in_blocked_at = CASE
+                       WHEN $8 IN ('block', 'revoke_block')
+                            AND (t.google_account_enabled_at IS NULL OR t.google_account_enabled_at < to_timestamp($7::bigint))
+                       THEN greatest(t.google_sign_in_blocked_at, to_timestamp($7::bigint))
+                       WHEN $8 = 'unblock' AND t.google_sign_in_blocked_at < to_timestamp($7::bigint) THEN NULL
+                       ELSE t.google_sign_in_blocked_at END,
+                   google_account_enabled_at = CASE WHEN $8 = 'unblock'
+                       THEN greatest(t.google_account_enabled_at, to_timestamp($7::bigint))
+                       ELSE t.google_account_enabled_at END,
+                   flagged_at = CASE WHEN $8 = 'flag' THEN coalesce(t.flagged_at, now()) ELSE t.flagged_at END,
+                   flagged_reason = CASE WHEN $8 = 'flag' THEN $9 ELSE t.flagged_reason END
+              FROM u, fresh
+             WHERE fresh.yes AND t.id = u.id AND $8 <> 'record'
+            RETURNING t.google_sign_in_blocked_at IS NOT NULL AS blocked
+        )
+        INSERT INTO signin.security_events (jti, issuer, event_type, subject_sub, user_id, reason, state, issued_at,
+                                            applied_at, outcome, sessions_revoked)
+        SELECT $1, $2, $3, $4, u.id, $5, $6, to_timestamp($7::bigint),
+               CASE WHEN u.id IS NOT NULL AND $8 <> 'record' THEN now() END,
+               CASE WHEN $8 = 'record' THEN 'recorded'
+                    WHEN u.id IS NULL THEN 'unknown_user'
+                    WHEN $8 = 'revoke' THEN 'sessions_revoked'
+                    WHEN $8 = 'revoke_block' THEN CASE WHEN (SELECT blocked FROM changed)
+                         THEN 'sessions_revoked_and_blocked' ELSE 'sessions_revoked_block_stale' END
+                    WHEN $8 = 'block' THEN CASE WHEN (SELECT blocked FROM changed) THEN 'blocked' ELSE 'block_stale' END
+                    WHEN $8 = 'unblock' THEN CASE WHEN (SELECT blocked FROM changed) THEN 'enable_stale' ELSE 'unblocked' END
+                    ELSE 'flagged' END,
+               (SELECT count(*) FROM revoked)
+          FROM fresh LEFT JOIN u ON true
+         WHERE fresh.yes
+        ON CONFLICT (jti, event_type) DO NOTHING
+        RETURNING user_id, outcome, sessions_revoked
+        """)
+}
+
 /// Statements of the operator commands (`tokensignin sessions ...`, `tokensignin prune`).
 enum OperatorQueries {
     /// Every session of the user whose sub is $1, newest first, live or not, with its state under the idle
@@ -205,7 +268,7 @@ enum OperatorQueries {
 /// The responder's statements by name, for `tokensignin dev sql` (benchmarks run the same SQL in pgbench).
 enum StatementCatalog {
     static let statements = [Queries.signIn, Queries.checkSession, Queries.signInFailure, Queries.signOut,
-                             Queries.listSessions, Queries.revokeOwnSession]
+                             Queries.listSessions, Queries.revokeOwnSession, SecurityEventQueries.apply]
     static var names: [String] { statements.map(\.name) }
     static func sql(named name: String) -> String? { statements.first { $0.name == name }?.sql }
 }

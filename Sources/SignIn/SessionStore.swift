@@ -48,6 +48,9 @@ enum AccountRefusal: String, Sendable, CaseIterable {
     case accountDisabled = "account_disabled"
     /// Google's Cross-Account Protection blocked Google sign-in for it (`users.google_sign_in_blocked_at`).
     case googleSignInBlocked = "google_sign_in_blocked"
+    /// The ID token was issued before Google revoked the account's sessions (`users.id_tokens_invalid_before`):
+    /// the token is no longer good (401), the account may sign in again with a new one.
+    case idTokenRevoked = "id_token_revoked"
 }
 
 /// What a sign-in did.

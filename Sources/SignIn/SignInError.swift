@@ -70,6 +70,8 @@ extension SignInError.Code {
     public static let sessionNotFound = Self("session_not_found")
     /// The Origin / Sec-Fetch-Site check refused a cookie-authenticated change, or a token post from another site.
     public static let crossSite = Self("cross_site")
+    /// The ID token was issued before Google revoked the account's sessions (Cross-Account Protection).
+    public static let idTokenRevoked = Self("id_token_revoked")
     /// The account may not sign in (disabled, Google sign-in blocked); `detail` says which.
     public static let accountRefused = Self("account_refused")
     /// A stored identity cannot be written as the headers the session check promises (a fault, answered 500).

@@ -3,7 +3,7 @@ import IDToken
 import Store
 @testable import SignIn
 
-final class InMemoryStore: SessionStore {
+final class InMemoryStore: SessionStore, SecurityEventStore {
     struct User {
         var id: Int64
         var sub: String
@@ -11,7 +11,21 @@ final class InMemoryStore: SessionStore {
         var emailVerified: Bool
         var name: String?
         var disabled = false
-        var blocked = false
+        /// `google_sign_in_blocked_at`, `id_tokens_invalid_before`, `google_account_enabled_at` (Unix seconds).
+        var blockedAt: Int64?
+        var tokensInvalidBefore: Int64?
+        var enabledAt: Int64?
+        var flaggedReason: String?
+        var blocked: Bool { blockedAt != nil }
+    }
+
+    struct EventRow: Equatable {
+        var jti: String
+        var type: String
+        var userID: Int64?
+        var outcome: String
+        var state: String?
+        var sessionsRevoked: Int
     }
 
     struct Session {
@@ -40,6 +54,7 @@ final class InMemoryStore: SessionStore {
     var users: [User] = []
     var sessions: [Session] = []
     var audit: [AuditRow] = []
+    var events: [EventRow] = []
     /// Thrown (once) by the next call, to stand in for an outage or a fault.
     var nextError: StoreError?
     private var nextUserID: Int64 = 1
@@ -84,8 +99,9 @@ final class InMemoryStore: SessionStore {
         users[index].emailVerified = token.emailVerified
         users[index].name = token.name
         let user = users[index]
-        if user.disabled || user.blocked {
-            let refusal: AccountRefusal = user.disabled ? .accountDisabled : .googleSignInBlocked
+        let revoked = user.tokensInvalidBefore.map { token.issuedAt < $0 } ?? false
+        if user.disabled || user.blocked || revoked {
+            let refusal: AccountRefusal = user.disabled ? .accountDisabled : user.blocked ? .googleSignInBlocked : .idTokenRevoked
             audit.append(AuditRow(outcome: "failure", reason: refusal.rawValue, sub: user.sub, sessionID: nil))
             return .refused(userID: user.id, refusal)
         }
@@ -157,5 +173,56 @@ final class InMemoryStore: SessionStore {
         }
         sessions[target].revokedReason = "user_revoked"
         return .revoked(by: me.id)
+    }
+
+    func applySecurityEvents(_ events: [SecurityEventRecord]) throws -> [AppliedSecurityEvent] {
+        try failIfAsked()
+        return events.map { event in
+            guard !self.events.contains(where: { $0.jti == event.jti && $0.type == event.type }) else {
+                return AppliedSecurityEvent(type: event.type, userID: nil, outcome: AppliedSecurityEvent.duplicate, sessionsRevoked: 0)
+            }
+            let action = event.action
+            let index = event.subject.flatMap { sub in users.firstIndex { $0.sub == sub } }
+            var outcome = "recorded"
+            var revokedCount = 0
+            if action != .record {
+                if let index {
+                    let iat = event.issuedAt
+                    if action == .revokeSessions || action == .revokeSessionsAndBlock {
+                        for i in sessions.indices where sessions[i].userID == users[index].id && sessions[i].revokedReason == nil {
+                            sessions[i].revokedReason = "security_event"
+                            revokedCount += 1
+                        }
+                        users[index].tokensInvalidBefore = max(users[index].tokensInvalidBefore ?? iat, iat)
+                    }
+                    switch action {
+                    case .block, .revokeSessionsAndBlock:
+                        if users[index].enabledAt.map({ $0 < iat }) ?? true {
+                            users[index].blockedAt = max(users[index].blockedAt ?? iat, iat)
+                        }
+                        let blocked = users[index].blocked
+                        outcome = action == .block ? (blocked ? "blocked" : "block_stale")
+                            : (blocked ? "sessions_revoked_and_blocked" : "sessions_revoked_block_stale")
+                    case .unblock:
+                        if let blockedAt = users[index].blockedAt, blockedAt < iat { users[index].blockedAt = nil }
+                        users[index].enabledAt = max(users[index].enabledAt ?? iat, iat)
+                        outcome = users[index].blocked ? "enable_stale" : "unblocked"
+                    case .flag:
+                        users[index].flaggedReason = SecurityAction.flagReason(type: event.type, reason: event.reason)
+                        outcome = "flagged"
+                    case .revokeSessions:
+                        outcome = "sessions_revoked"
+                    case .record:
+                        break
+                    }
+                } else {
+                    outcome = "unknown_user"
+                }
+            }
+            let userID = index.map { users[$0].id }
+            self.events.append(EventRow(jti: event.jti, type: event.type, userID: userID, outcome: outcome, state: event.state,
+                                        sessionsRevoked: revokedCount))
+            return AppliedSecurityEvent(type: event.type, userID: userID, outcome: outcome, sessionsRevoked: revokedCount)
+        }
     }
 }

@@ -245,7 +245,7 @@ extension Response {
         _ = try h.session("ada")
         _ = try h.session("bob")
         h.store.users[0].disabled = true
-        h.store.users[1].blocked = true
+        h.store.users[1].blockedAt = h.store.now
         for token in ["good-ada", "good-bob"] {
             let answer = h.signIn(token)
             #expect(answer.status == 403 && answer.errorCode == "access_denied")

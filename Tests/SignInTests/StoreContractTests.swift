@@ -10,7 +10,7 @@ import TestSupport
 /// A store under test, with the hooks a test needs to age, disable or inspect rows behind the store's back.
 final class StoreUnderTest: @unchecked Sendable {
     // SAFETY: each test makes its own and uses it from one thread.
-    let store: any SessionStore
+    let store: any SessionStore & SecurityEventStore
     let disable: (String) throws -> Void
     let block: (String) throws -> Void
     /// Moves the session's absolute expiry into the past.
@@ -20,11 +20,19 @@ final class StoreUnderTest: @unchecked Sendable {
     let revokedReason: (Int64) throws -> String?
     /// (outcome, reason) of every audit row, oldest first.
     let audit: () throws -> [[String?]]
+    /// (blocked, flagged reason) of the user with this sub.
+    let userState: (String) throws -> (blocked: Bool, flaggedReason: String?)
+    /// (jti, type, outcome, state, sessions revoked, user id is set) of every security event row, oldest first.
+    let eventRows: () throws -> [[String?]]
     private let keepAlive: AnyObject?
 
-    init(store: any SessionStore, disable: @escaping (String) throws -> Void, block: @escaping (String) throws -> Void,
+    init(store: any SessionStore & SecurityEventStore, disable: @escaping (String) throws -> Void, block: @escaping (String) throws -> Void,
          expire: @escaping (Int64) throws -> Void, idle: @escaping (Int64, Int64) throws -> Void,
-         revokedReason: @escaping (Int64) throws -> String?, audit: @escaping () throws -> [[String?]], keepAlive: AnyObject?) {
+         revokedReason: @escaping (Int64) throws -> String?, audit: @escaping () throws -> [[String?]],
+         userState: @escaping (String) throws -> (blocked: Bool, flaggedReason: String?),
+         eventRows: @escaping () throws -> [[String?]], keepAlive: AnyObject?) {
+        self.userState = userState
+        self.eventRows = eventRows
         self.store = store
         self.disable = disable
         self.block = block
@@ -48,13 +56,20 @@ final class StoreUnderTest: @unchecked Sendable {
             return StoreUnderTest(
                 store: memory,
                 disable: { sub in for i in memory.users.indices where memory.users[i].sub == sub { memory.users[i].disabled = true } },
-                block: { sub in for i in memory.users.indices where memory.users[i].sub == sub { memory.users[i].blocked = true } },
+                block: { sub in for i in memory.users.indices where memory.users[i].sub == sub { memory.users[i].blockedAt = memory.now } },
                 expire: { id in for i in memory.sessions.indices where memory.sessions[i].id == id { memory.sessions[i].expiresAt = memory.now - 1 } },
                 idle: { id, seconds in
                     for i in memory.sessions.indices where memory.sessions[i].id == id { memory.sessions[i].lastSeenAt = memory.now - seconds }
                 },
                 revokedReason: { id in memory.sessions.first { $0.id == id }?.revokedReason },
                 audit: { memory.audit.map { [$0.outcome, $0.reason] } },
+                userState: { sub in
+                    let user = memory.users.first { $0.sub == sub }
+                    return (user?.blocked ?? false, user?.flaggedReason)
+                },
+                eventRows: {
+                    memory.events.map { [$0.jti, $0.type, $0.outcome, $0.state, String($0.sessionsRevoked), $0.userID == nil ? "f" : "t"] }
+                },
                 keepAlive: nil)
         case .postgres:
             let db = try TestDatabase.migrated("contract")
@@ -75,6 +90,14 @@ final class StoreUnderTest: @unchecked Sendable {
                     let rows = try sql.query("SELECT outcome, reason FROM signin.sign_ins ORDER BY id")
                     return (0..<rows.count).map { [rows[$0, 0], rows[$0, 1]] }
                 },
+                userState: { sub in
+                    let rows = try sql.query("SELECT google_sign_in_blocked_at IS NOT NULL, flagged_reason FROM signin.users WHERE google_sub = $1", [sub])
+                    return (rows[0, 0] == "t", rows[0, 1])
+                },
+                eventRows: {
+                    let rows = try sql.query("SELECT jti, event_type, outcome, state, sessions_revoked, user_id IS NOT NULL FROM signin.security_events ORDER BY id")
+                    return (0..<rows.count).map { row in (0..<6).map { rows[row, $0] } }
+                },
                 keepAlive: db)
         }
     }
@@ -82,8 +105,8 @@ final class StoreUnderTest: @unchecked Sendable {
 
 /// A verified token as the verifier would hand it over.
 func verifiedToken(sub: String, email: String? = "ada@example.com", emailVerified: Bool = true, name: String? = "Ada",
-                   audience: String = "web.apps.googleusercontent.com") -> VerifiedToken {
-    VerifiedToken(subject: sub, audience: audience, issuer: "https://accounts.google.com", issuedAt: 1_800_000_000,
+                   audience: String = "web.apps.googleusercontent.com", issuedAt: Int64 = 1_800_000_000) -> VerifiedToken {
+    VerifiedToken(subject: sub, audience: audience, issuer: "https://accounts.google.com", issuedAt: issuedAt,
                   expiresAt: 1_800_003_600, keyID: "kid", email: email, emailVerified: emailVerified, name: name,
                   givenName: nil, familyName: nil, picture: nil, locale: nil, hostedDomain: nil, claimsJSON: "{}")
 }
@@ -92,9 +115,10 @@ func verifiedToken(sub: String, email: String? = "ada@example.com", emailVerifie
     typealias Kind = StoreUnderTest.Kind
 
     /// Signs `sub` in and returns the session's id and token hash.
-    static func signIn(_ store: any SessionStore, _ sub: String, agent: String? = "Test/1.0") throws -> (SignedIn, SessionToken.Hash) {
+    static func signIn(_ store: any SessionStore, _ sub: String, agent: String? = "Test/1.0",
+                       issuedAt: Int64 = 1_800_000_000) throws -> (SignedIn, SessionToken.Hash) {
         let token = SessionToken.generate()
-        let outcome = try store.signIn(verifiedToken(sub: sub),
+        let outcome = try store.signIn(verifiedToken(sub: sub, issuedAt: issuedAt),
                                        NewSession(tokenHash: token.hash, clientID: "web.apps.googleusercontent.com",
                                                   userAgent: agent, ip: "192.0.2.7"))
         guard case .signedIn(let signedIn) = outcome else { throw StoreError(.unexpectedResult, "refused: \(outcome)") }
@@ -256,5 +280,138 @@ func verifiedToken(sub: String, email: String? = "ada@example.com", emailVerifie
         // Another user's sessions do not count.
         _ = try Self.signIn(s.store, "sub-cap-other")
         #expect(try s.store.liveSession(made[2].1) != nil)
+    }
+}
+
+/// The security events contract (Cross-Account Protection), on both stores.
+@Suite struct SecurityEventStoreContractTests {
+    typealias Kind = StoreUnderTest.Kind
+
+    static func event(_ type: String, sub: String? = "sub-v", jti: String = UUID().uuidString, reason: String? = nil,
+                      state: String? = nil, iat: Int64 = 1_800_000_500) -> SecurityEventRecord {
+        SecurityEventRecord(jti: jti, issuer: "https://accounts.google.com/", type: type, subject: sub, reason: reason,
+                            state: state, issuedAt: iat)
+    }
+
+    static func signInOutcome(_ store: any SessionStore, _ sub: String, issuedAt: Int64) throws -> SignInOutcome {
+        try store.signIn(verifiedToken(sub: sub, issuedAt: issuedAt),
+                         NewSession(tokenHash: SessionToken.generate().hash, clientID: "c", userAgent: nil, ip: nil))
+    }
+
+    @Test(arguments: Kind.allCases.flatMap { kind in [SecurityEventType.sessionsRevoked, SecurityEventType.tokensRevoked].map { (kind, $0) } })
+    func sessionsRevokedEndsEveryLiveSessionAndOlderIDTokens(kind: Kind, type: String) throws {
+        let s = try StoreUnderTest.make(kind)
+        let (a, aHash) = try StoreContractTests.signIn(s.store, "sub-v")
+        let (_, bHash) = try StoreContractTests.signIn(s.store, "sub-v")
+        let (_, otherHash) = try StoreContractTests.signIn(s.store, "sub-other")
+        let applied = try s.store.applySecurityEvents([Self.event(type, iat: 1_800_000_500)])
+        #expect(applied.map(\.outcome) == ["sessions_revoked"])
+        #expect(applied[0].sessionsRevoked == 2 && applied[0].userID == a.userID)
+        #expect(try s.store.liveSession(aHash) == nil && s.store.liveSession(bHash) == nil)
+        #expect(try s.revokedReason(a.sessionID) == "security_event")
+        #expect(try s.store.liveSession(otherHash) != nil)
+        // An ID token issued before the event opens no session; one issued after does.
+        #expect(try Self.signInOutcome(s.store, "sub-v", issuedAt: 1_800_000_499) == .refused(userID: a.userID, .idTokenRevoked))
+        #expect(try s.audit().last == ["failure", "id_token_revoked"])
+        guard case .signedIn = try Self.signInOutcome(s.store, "sub-v", issuedAt: 1_800_000_500) else {
+            Issue.record("a token issued after the event should sign in")
+            return
+        }
+    }
+
+    @Test(arguments: Kind.allCases)
+    func hijackingRevokesAndBlocksAndOnlyANewerEnableLiftsIt(kind: Kind) throws {
+        let s = try StoreUnderTest.make(kind)
+        let (_, hash) = try StoreContractTests.signIn(s.store, "sub-v")
+        let hijacked = try s.store.applySecurityEvents([Self.event(SecurityEventType.accountDisabled, reason: "hijacking", iat: 1_800_000_100)])
+        #expect(hijacked.map(\.outcome) == ["sessions_revoked_and_blocked"])
+        #expect(try s.store.liveSession(hash) == nil)
+        #expect(try s.userState("sub-v").blocked)
+        guard case .refused(_, .googleSignInBlocked) = try Self.signInOutcome(s.store, "sub-v", issuedAt: 1_800_000_900) else {
+            Issue.record("a blocked account signed in")
+            return
+        }
+        // An enable issued before the block (delivered late) does not lift it; a newer one does.
+        let stale = try s.store.applySecurityEvents([Self.event(SecurityEventType.accountEnabled, iat: 1_800_000_050)])
+        #expect(stale.map(\.outcome) == ["enable_stale"])
+        #expect(try s.userState("sub-v").blocked)
+        let enabled = try s.store.applySecurityEvents([Self.event(SecurityEventType.accountEnabled, iat: 1_800_000_200)])
+        #expect(enabled.map(\.outcome) == ["unblocked"])
+        #expect(try !s.userState("sub-v").blocked)
+        guard case .signedIn = try Self.signInOutcome(s.store, "sub-v", issuedAt: 1_800_000_900) else {
+            Issue.record("the re-enabled account could not sign in")
+            return
+        }
+    }
+
+    @Test(arguments: Kind.allCases)
+    func disabledWithoutReasonBlocksButKeepsSessionsAndAnOlderDisableDoesNotUndoANewerEnable(kind: Kind) throws {
+        let s = try StoreUnderTest.make(kind)
+        let (_, hash) = try StoreContractTests.signIn(s.store, "sub-v")
+        #expect(try s.store.applySecurityEvents([Self.event(SecurityEventType.accountDisabled, iat: 1_800_000_100)]).map(\.outcome) == ["blocked"])
+        #expect(try s.userState("sub-v").blocked && s.store.liveSession(hash) != nil)
+        #expect(try s.store.applySecurityEvents([Self.event(SecurityEventType.accountEnabled, iat: 1_800_000_300)]).map(\.outcome) == ["unblocked"])
+        // Out of order: a disable issued between the two arrives last and must not block again.
+        #expect(try s.store.applySecurityEvents([Self.event(SecurityEventType.accountDisabled, iat: 1_800_000_200)]).map(\.outcome) == ["block_stale"])
+        #expect(try !s.userState("sub-v").blocked)
+        #expect(try s.store.applySecurityEvents([Self.event(SecurityEventType.accountDisabled, reason: "some-new-reason", iat: 1_800_000_400)])
+                .map(\.outcome) == ["blocked"])
+    }
+
+    @Test(arguments: Kind.allCases.flatMap { kind in
+        [(SecurityEventType.accountDisabled, "bulk-account", "bulk-account"),
+         (SecurityEventType.credentialChangeRequired, nil, "credential-change-required")].map { (kind, $0.0, $0.1, $0.2) }
+    } as [(Kind, String, String?, String)])
+    func flaggingEventsFlagForReviewAndChangeNothingElse(kind: Kind, type: String, reason: String?, flag: String) throws {
+        let s = try StoreUnderTest.make(kind)
+        let (_, hash) = try StoreContractTests.signIn(s.store, "sub-v")
+        #expect(try s.store.applySecurityEvents([Self.event(type, reason: reason)]).map(\.outcome) == ["flagged"])
+        let state = try s.userState("sub-v")
+        #expect(!state.blocked && state.flaggedReason == flag)
+        #expect(try s.store.liveSession(hash) != nil)
+    }
+
+    @Test(arguments: Kind.allCases)
+    func verificationUnknownTypesAndUnknownUsersAreRecordedOnly(kind: Kind) throws {
+        let s = try StoreUnderTest.make(kind)
+        let (_, hash) = try StoreContractTests.signIn(s.store, "sub-v")
+        let applied = try s.store.applySecurityEvents([
+            Self.event(SecurityEventType.verification, sub: nil, jti: "v1", state: "state-42"),
+            Self.event("https://schemas.example/future-event", jti: "f1"),
+            Self.event(SecurityEventType.sessionsRevoked, sub: "never-signed-in", jti: "u1"),
+            Self.event(SecurityEventType.sessionsRevoked, sub: nil, jti: "n1"),
+        ])
+        #expect(applied.map(\.outcome) == ["recorded", "recorded", "unknown_user", "unknown_user"])
+        #expect(try s.store.liveSession(hash) != nil)
+        let rows = try s.eventRows()
+        #expect(rows.count == 4)
+        #expect(rows[0] == ["v1", SecurityEventType.verification, "recorded", "state-42", "0", "f"])
+        #expect(rows[1][5] == "t", "the user is recorded even when nothing is applied to it")
+    }
+
+    @Test(arguments: Kind.allCases)
+    func aRedeliveredEventIsAppliedOnce(kind: Kind) throws {
+        let s = try StoreUnderTest.make(kind)
+        _ = try StoreContractTests.signIn(s.store, "sub-v")
+        let event = Self.event(SecurityEventType.sessionsRevoked, jti: "jti-once", iat: 1_800_000_500)
+        #expect(try s.store.applySecurityEvents([event]).map(\.outcome) == ["sessions_revoked"])
+        let (_, later) = try StoreContractTests.signIn(s.store, "sub-v", issuedAt: 1_800_000_600)
+        let again = try s.store.applySecurityEvents([event])
+        #expect(again == [AppliedSecurityEvent(type: event.type, userID: nil, outcome: "duplicate", sessionsRevoked: 0)])
+        #expect(try s.store.liveSession(later) != nil, "the redelivery must not end a session opened since")
+        #expect(try s.eventRows().count == 1)
+    }
+
+    @Test(arguments: Kind.allCases)
+    func aSETWithSeveralEventsAppliesEach(kind: Kind) throws {
+        let s = try StoreUnderTest.make(kind)
+        _ = try StoreContractTests.signIn(s.store, "sub-v")
+        let applied = try s.store.applySecurityEvents([
+            Self.event(SecurityEventType.sessionsRevoked, jti: "multi"),
+            Self.event(SecurityEventType.credentialChangeRequired, jti: "multi"),
+        ])
+        #expect(applied.map(\.outcome) == ["sessions_revoked", "flagged"])
+        #expect(try s.eventRows().map { $0[0] } == ["multi", "multi"])
+        #expect(try s.store.applySecurityEvents([Self.event(SecurityEventType.sessionsRevoked, jti: "multi")]).map(\.outcome) == ["duplicate"])
     }
 }
