@@ -53,7 +53,7 @@ enum ExitCode {
 public enum Commands {
     public static let usage = """
         usage: tokensignin serve [--help | --FLAG VALUE ...]   (settings: TOKENSIGNIN_* variables, see --help)
-               tokensignin migrate [--sql-dir DIR]
+               tokensignin migrate [--sql-dir DIR] [--status | --dry-run]
                tokensignin sessions list --user SUB
                tokensignin sessions revoke --user SUB | --session ID
                tokensignin prune [--revoked-retention DURATION] [--audit-retention DURATION] [--batch N]
@@ -93,9 +93,18 @@ public enum Commands {
     /// The exit status and message for a command's failure, mapped like the HTTP answers: the caller's fault
     /// 2, an outage (retryable) 3, anything else 1, with the SQLSTATE or reason for the operator.
     static func exit(for error: any Error, _ io: CommandIO, _ command: String) -> Int32 {
+        // libpq may echo the whole database URL, password included.
+        let secrets = io.environment[Configuration.Setting.databaseURL.variable].map(Configuration.passwords(inURL:)) ?? []
+        let io = CommandIO(environment: io.environment, processorCount: io.processorCount, out: io.out,
+                           err: { [err = io.err] line in err(secrets.reduce(line) { $0.replacing($1, with: "***") }) },
+                           log: io.log, now: io.now, readStandardInput: io.readStandardInput, readFile: io.readFile,
+                           writeFile: io.writeFile, makeDirectory: io.makeDirectory)
         switch error {
         case let error as SignInError where error.code == .usage || error.code == .invalidConfiguration:
             io.err("tokensignin \(command): \(error.detail)")
+            return ExitCode.usage
+        case let error as StoreError where error.code == .noMigrationFolder:
+            io.err("tokensignin \(command): \(error.detail): set --sql-dir or TOKENSIGNIN_SQL_DIR")
             return ExitCode.usage
         case let error as StoreError:
             let state = error.sqlState.map { " (SQLSTATE \($0))" } ?? ""
@@ -132,18 +141,56 @@ public enum Commands {
         }
     }
 
+    static let migrateUsage = "usage: tokensignin migrate [--sql-dir DIR] [--status | --dry-run]   (default: ./sql, or TOKENSIGNIN_SQL_DIR)"
+
+    /// `migrate` applies what is pending; `--status` shows applied, pending, changed and unknown files;
+    /// `--dry-run` checks the applied files and lists what `migrate` would apply, changing nothing.
     static func migrate(_ arguments: [String], _ io: CommandIO) -> Int32 {
         do {
-            // Only the one setting flag that concerns migrations.
-            guard arguments.isEmpty || (arguments.count == 2 && arguments[0] == "--sql-dir")
-                    || (arguments.count == 1 && arguments[0].hasPrefix("--sql-dir=")) else {
-                throw SignInError(.usage, "usage: tokensignin migrate [--sql-dir DIR]   (default: ./sql, or TOKENSIGNIN_SQL_DIR)")
+            var settings: [String] = []
+            var mode = "apply"
+            var rest = arguments[...]
+            while let argument = rest.popFirst() {
+                switch argument {
+                case "--status", "--dry-run":
+                    guard mode == "apply" else { throw SignInError(.usage, migrateUsage) }
+                    mode = argument
+                case "--sql-dir":
+                    guard let value = rest.popFirst() else { throw SignInError(.usage, migrateUsage) }
+                    settings += [argument, value]
+                default:
+                    // Only the one setting flag that concerns migrations.
+                    guard argument.hasPrefix("--sql-dir=") else { throw SignInError(.usage, migrateUsage) }
+                    settings.append(argument)
+                }
             }
-            let configuration = try Self.configuration(io, arguments: arguments, requireClientIDs: false)
+            let configuration = try Self.configuration(io, arguments: settings, requireClientIDs: false)
             let migrator = try Migrator(directory: configuration.sqlDirectory)
-            let applied = try migrator.migrate(on: try Connection(conninfo: configuration.conninfo))
-            io.out(applied.isEmpty ? "migrate: the database is up to date" : "migrate: applied \(applied.joined(separator: ", "))")
-            return ExitCode.ok
+            guard !migrator.migrations.isEmpty else {
+                throw SignInError(.usage, "no migration files (NNN_name.sql) in \(configuration.sqlDirectory): set --sql-dir or TOKENSIGNIN_SQL_DIR")
+            }
+            let connection = try Connection(conninfo: configuration.conninfo)
+            switch mode {
+            case "--status", "--dry-run":
+                let status = try migrator.status(on: connection)
+                if mode == "--status" {
+                    for name in status.applied { io.out("applied\t\(name)") }
+                    for name in status.pending { io.out("pending\t\(name)") }
+                    for name in status.changed { io.out("changed\t\(name)\t(edited after it was applied: migrate refuses to run)") }
+                    for name in status.unknown { io.out("unknown\t\(name)\t(applied by a newer release; left alone)") }
+                } else {
+                    io.out(status.pending.isEmpty ? "migrate --dry-run: nothing to apply" : "migrate --dry-run: would apply \(status.pending.joined(separator: ", "))")
+                }
+                guard status.changed.isEmpty else {
+                    io.err("tokensignin migrate: \(status.changed.joined(separator: ", ")) changed after being applied")
+                    return ExitCode.failed
+                }
+                return ExitCode.ok
+            default:
+                let applied = try migrator.migrate(on: connection)
+                io.out(applied.isEmpty ? "migrate: the database is up to date" : "migrate: applied \(applied.joined(separator: ", "))")
+                return ExitCode.ok
+            }
         } catch {
             return exit(for: error, io, "migrate")
         }

@@ -1,6 +1,7 @@
 // The service's configuration: TOKENSIGNIN_* environment variables, each overridable by a flag (docs/configuration.md).
 
 import IDToken
+import Store
 
 /// Everything `tokensignin serve` needs to know, validated once at start-up.
 ///
@@ -39,6 +40,9 @@ public struct Configuration: Sendable, Equatable {
     public var maxSessionsPerUser: Int
     /// The folder of migration files `tokensignin migrate` applies.
     public var sqlDirectory: String
+    /// Database passwords (from `TOKENSIGNIN_DATABASE_URL` and `PGPASSWORD`) that no message may repeat:
+    /// libpq echoes a malformed URL whole.
+    public var secrets: [String]
 
     /// The body cap handed to the FastCGI server (fixed; nginx should cap lower with `client_max_body_size`).
     public static let maxBodyBytes = 64 * 1024
@@ -140,6 +144,15 @@ public struct Configuration: Sendable, Equatable {
         databaseURL = value(.databaseURL)
         if let url = databaseURL, !(url.hasPrefix("postgresql://") || url.hasPrefix("postgres://")) {
             throw Self.invalid("\(Setting.databaseURL.variable) must start with postgresql:// or postgres://")
+        }
+        secrets = (databaseURL.map(Self.passwords(inURL:)) ?? []) + [environment["PGPASSWORD"]].compactMap { $0 }.filter { !$0.isEmpty }
+        if let url = databaseURL {
+            do {
+                try Connection.validate(conninfo: url)
+            } catch {
+                let message = secrets.reduce(error.detail) { $0.replacing($1, with: "***") }
+                throw Self.invalid("\(Setting.databaseURL.variable) is not a URL libpq accepts: \(message)")
+            }
         }
 
         // TOKENSIGNIN_SESSION_TTL and TOKENSIGNIN_SESSION_IDLE_TTL
@@ -320,6 +333,22 @@ public struct Configuration: Sendable, Equatable {
             index += 1
         }
         return result
+    }
+
+    /// `message` with every secret replaced by `***`.
+    public func redacted(_ message: String) -> String {
+        secrets.reduce(message) { $0.replacing($1, with: "***") }
+    }
+
+    /// The password of `scheme://user:password@host...`, as written and percent-decoded.
+    static func passwords(inURL url: String) -> [String] {
+        guard let start = url.firstRange(of: "://")?.upperBound else { return [] }
+        let authority = url[start...].prefix { $0 != "/" && $0 != "?" }
+        guard let at = authority.lastIndex(of: "@"), let colon = authority[..<at].firstIndex(of: ":") else { return [] }
+        let raw = String(authority[authority.index(after: colon)..<at])
+        guard !raw.isEmpty else { return [] }
+        let decoded = (try? FormURLEncoded.unescape(ArraySlice(raw.utf8), plusIsSpace: false)) ?? raw
+        return decoded == raw ? [raw] : [raw, decoded]
     }
 
     // MARK: Validation helpers

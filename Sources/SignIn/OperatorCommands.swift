@@ -99,7 +99,7 @@ struct OperatorCommands {
     private func withStore(_ command: String, _ body: (PostgresStore) throws -> Int32) -> Int32 {
         do {
             let configuration = try Commands.configuration(io, requireClientIDs: false)
-            return try body(PostgresStore(conninfo: configuration.conninfo, policy: configuration.sessionPolicy, log: io.log))
+            return try body(PostgresStore(configuration, log: io.log))
         } catch {
             return Commands.exit(for: error, io, command)
         }

@@ -9,13 +9,25 @@ final class PostgresStore: SessionStore, SecurityEventStore {
     private let conninfo: String
     let policy: SessionPolicy
     private let log: Log
+    private let redact: @Sendable (String) -> String
     private var connection: Connection?
 
-    init(conninfo: String, policy: SessionPolicy, log: Log) {
+    init(conninfo: String, policy: SessionPolicy, log: Log, redact: @escaping @Sendable (String) -> String = { $0 }) {
         self.conninfo = conninfo
         self.policy = policy
         self.log = log
+        self.redact = redact
     }
+
+    /// The store the service's settings describe.
+    convenience init(_ configuration: Configuration, log: Log) {
+        self.init(conninfo: configuration.conninfo, policy: configuration.sessionPolicy, log: log,
+                  redact: { [configuration] in configuration.redacted($0) })
+    }
+
+    /// Connection failures are logged with libpq's message, at most once per interval for the whole process
+    /// (every worker fails alike while the database is down).
+    static let connectFailureLog = RateLimit(interval: .seconds(10))
 
     private var idleTimeout: SQLInterval { SQLInterval(seconds: policy.idleTimeout) }
 
@@ -152,9 +164,17 @@ final class PostgresStore: SessionStore, SecurityEventStore {
     /// This worker's connection, opened on first use (and again after a failed open).
     private func database() throws(StoreError) -> Connection {
         if let connection { return connection }
-        let opened = try Connection(conninfo: conninfo)
-        connection = opened
-        return opened
+        do {
+            let opened = try Connection(conninfo: conninfo)
+            connection = opened
+            return opened
+        } catch {
+            if let suppressed = Self.connectFailureLog.admit() {
+                log.warning("database_connect_failed", ["code": error.code.name, "detail": redact(error.detail),
+                                                        "suppressed": suppressed > 0 ? String(suppressed) : nil])
+            }
+            throw error
+        }
     }
 }
 

@@ -34,7 +34,9 @@ public enum Serve {
         do {
             _ = try Connection(conninfo: configuration.conninfo).query("SELECT 1", [])
         } catch {
-            log.warning("database_unavailable_at_start", ["code": error.code.name, "sqlstate": error.sqlState])
+            // libpq's own words say what is wrong (a bad password, a misspelt database, an unknown parameter).
+            log.warning("database_unavailable_at_start", ["code": error.code.name, "sqlstate": error.sqlState,
+                                                          "detail": configuration.redacted(error.detail)])
         }
 
         log.info("started", ["listen": server.address, "workers": String(configuration.workers),
@@ -43,7 +45,7 @@ public enum Serve {
         do {
             try server.run { _ in
                 Application(configuration: configuration, tokens: keys,
-                            store: PostgresStore(conninfo: configuration.conninfo, policy: configuration.sessionPolicy, log: log),
+                            store: PostgresStore(configuration, log: log),
                             log: log, clock: clock)
             }
         } catch {

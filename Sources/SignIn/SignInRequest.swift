@@ -143,14 +143,14 @@ enum FormURLEncoded {
         return pairs
     }
 
-    static func unescape(_ bytes: ArraySlice<UInt8>) throws(SignInError) -> String {
+    static func unescape(_ bytes: ArraySlice<UInt8>, plusIsSpace: Bool = true) throws(SignInError) -> String {
         var out: [UInt8] = []
         out.reserveCapacity(bytes.count)
         var index = bytes.startIndex
         while index < bytes.endIndex {
             let byte = bytes[index]
             switch byte {
-            case UInt8(ascii: "+"):
+            case UInt8(ascii: "+") where plusIsSpace:
                 out.append(0x20)
             case UInt8(ascii: "%"):
                 guard index + 2 < bytes.endIndex,

@@ -46,6 +46,17 @@ public final class Connection {
 
     deinit { PQfinish(pg) }
 
+    /// Checks that libpq can parse `conninfo` (a URL or `key=value` pairs: unknown parameters, bad ports,
+    /// broken quoting) without connecting. Throws `.invalidParameter` with libpq's message.
+    public static func validate(conninfo: String) throws(StoreError) {
+        var message: UnsafeMutablePointer<CChar>?
+        guard let options = PQconninfoParse(conninfo, &message) else {
+            defer { if let message { PQfreemem(message) } }
+            throw StoreError(.invalidParameter, firstLine(message.map { UnsafePointer($0) }))
+        }
+        PQconninfoFree(options)
+    }
+
     /// True while libpq believes the connection is usable (it learns otherwise only when a call fails).
     public var isConnected: Bool { !needsReset && PQstatus(pg) == CONNECTION_OK }
 

@@ -117,10 +117,37 @@ public struct Migrator: Sendable {
 
     /// Names of the migrations not yet recorded in the database (without applying anything).
     public func pending(on connection: Connection) throws(StoreError) -> [String] {
+        try status(on: connection).pending
+    }
+
+    /// How the files and the database compare, without changing anything (`tokensignin migrate --status`).
+    public struct Status: Sendable, Equatable {
+        /// Files recorded as applied, unchanged since, in order.
+        public var applied: [String]
+        /// Files not applied yet, in the order `migrate` would apply them.
+        public var pending: [String]
+        /// Files recorded as applied whose text has changed since: `migrate` refuses to run.
+        public var changed: [String]
+        /// Names recorded in the database with no file here (a newer release's); left alone.
+        public var unknown: [String]
+    }
+
+    public func status(on connection: Connection) throws(StoreError) -> Status {
         let exists = try connection.query("SELECT to_regclass('signin.schema_migrations') IS NOT NULL")
-        guard exists[0, 0] == "t" else { return migrations.map(\.name) }
-        let applied = try Migrator.appliedChecksums(connection)
-        return migrations.map(\.name).filter { applied[$0] == nil }
+        guard exists[0, 0] == "t" else { return Status(applied: [], pending: migrations.map(\.name), changed: [], unknown: []) }
+        let recorded = try Migrator.appliedChecksums(connection)
+        let checksums = try checksums(on: connection)
+        var status = Status(applied: [], pending: [], changed: [], unknown: [])
+        for migration in migrations {
+            switch recorded[migration.name] {
+            case nil: status.pending.append(migration.name)
+            case checksums[migration.name]: status.applied.append(migration.name)
+            default: status.changed.append(migration.name)
+            }
+        }
+        let names = Set(migrations.map(\.name))
+        status.unknown = recorded.keys.filter { !names.contains($0) }.sorted()
+        return status
     }
 
     /// Hex SHA-256 of the UTF-8 bytes of `text`, computed by the server (PostgreSQL 11+), so Store needs
@@ -175,7 +202,7 @@ public struct Migrator: Sendable {
     // MARK: - Files (libc through CLibPQ's shim; Store imports no Foundation)
 
     static func fileNames(in directory: String) throws(StoreError) -> [String] {
-        guard let dir = opendir(directory) else { throw StoreError(.badMigration, "cannot open folder \(directory)") }
+        guard let dir = opendir(directory) else { throw StoreError(.noMigrationFolder, "cannot open folder \(directory)") }
         defer { closedir(dir) }
         var names: [String] = []
         while let entry = readdir(dir) {

@@ -91,6 +91,8 @@ extension StoreError.Code {
     public static let invalidParameter = Self("invalid_parameter")
     /// A migration file is unreadable, misnamed, duplicated, not UTF-8, failed, or ended its own transaction.
     public static let badMigration = Self("bad_migration")
+    /// The migrations folder cannot be opened (mistyped, or not installed).
+    public static let noMigrationFolder = Self("no_migration_folder")
     /// A migration file changed after it was applied; the database and the files no longer agree.
     public static let checksumMismatch = Self("checksum_mismatch")
 }

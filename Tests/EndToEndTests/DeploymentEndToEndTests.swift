@@ -11,6 +11,8 @@ import TestSupport
         (["TOKENSIGNIN_CLIENT_IDS": "a.apps.googleusercontent.com", "TOKENSIGNIN_SESSION_TTL": "1w"], "TOKENSIGNIN_SESSION_TTL"),
         (["TOKENSIGNIN_CLIENT_IDS": "a.apps.googleusercontent.com", "TOKENSIGNIN_JWKS_FILE": "/nonexistent/jwks.json",
           "TOKENSIGNIN_LISTEN": "SOCKET"], "TOKENSIGNIN_JWKS_FILE"),
+        (["TOKENSIGNIN_CLIENT_IDS": "a.apps.googleusercontent.com",
+          "TOKENSIGNIN_DATABASE_URL": "postgresql://app:hunter2@localhost/db?sslmod=require"], "TOKENSIGNIN_DATABASE_URL"),
     ])
     func startUpStopsNamingAMissingOrMalformedSetting(environment: [String: String], setting: String) throws {
         let socket = NSTemporaryDirectory() + "tokensignin-startup-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).sock"
@@ -18,8 +20,21 @@ import TestSupport
         var clean = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("TOKENSIGNIN_") }
         clean.merge(environment.mapValues { $0 == "SOCKET" ? socket : $0 }) { $1 }
         let result = try runProgram(Paths.binary, ["serve"], environment: clean)
-        #expect(result.status != 0)
+        #expect(result.status == 2, "a refused setting is a usage error: \(result.stderrText)")
         #expect(result.stderrText.contains(setting), "\(result.stderrText)")
+        #expect(!result.stderrText.contains("hunter2"), "a password is never repeated: \(result.stderrText)")
+    }
+
+    /// A database setting that is well formed but wrong (a misspelt database) cannot be refused at start-up:
+    /// the responder runs, answers 503, and says what libpq said, at start and when a request cannot connect.
+    @Test func aWrongDatabaseIsLoggedInLibpqsWordsNotJustAs503() throws {
+        let stack = try Stack("baddb", environment: ["PGDATABASE": "no_such_database"])
+        let answer = try stack.signIn(try stack.token(sub: "182000000000000000001"))
+        #expect(answer.status == 503, "\(answer)")
+        let log = stack.serverLog
+        #expect(log.contains("level=warn event=database_unavailable_at_start code=connection_failed"), "\(log)")
+        #expect(log.contains(#"database \"no_such_database\" does not exist"#), "libpq's message, quoted: \(log)")
+        #expect(log.contains("level=warn event=database_connect_failed code=connection_failed"), "\(log)")
     }
 
     @Test func servesOnTheSocketInheritedFromSpawnFcgi() throws {

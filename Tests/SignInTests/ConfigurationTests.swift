@@ -121,6 +121,13 @@ private func rendered(_ config: Configuration, _ setting: Configuration.Setting)
         }
     }
 
+    @Test func databasePasswordsAreNeverRepeated() throws {
+        let config = try configuration(["TOKENSIGNIN_DATABASE_URL": "postgresql://app:p%40ss@db/signin", "PGPASSWORD": "other"])
+        #expect(config.secrets == ["p%40ss", "p@ss", "other"])
+        #expect(config.redacted("auth failed for app:p%40ss and p@ss, then other") == "auth failed for app:*** and ***, then ***")
+        #expect(try configuration(["TOKENSIGNIN_DATABASE_URL": "postgresql://app@db/signin"]).secrets.isEmpty)
+    }
+
     @Test func commandsThatVerifyNothingNeedNoClientIDs() throws {
         let config = try Configuration(environment: [:], processorCount: 1, requireClientIDs: false)
         #expect(config.clientIDs.isEmpty)
@@ -146,6 +153,8 @@ private func rendered(_ config: Configuration, _ setting: Configuration.Setting)
         ("TOKENSIGNIN_CLOCK_SKEW", "601", "TOKENSIGNIN_CLOCK_SKEW must be a whole number of seconds (0...600), got '601'"),
         ("TOKENSIGNIN_SESSION_TTL", "1w", "TOKENSIGNIN_SESSION_TTL must be a positive duration like 90, 90s, 15m, 12h or 30d (at most 3650d), got '1w'"),
         ("TOKENSIGNIN_DATABASE_URL", "host=db password=secret", "TOKENSIGNIN_DATABASE_URL must start with postgresql:// or postgres://"),
+        ("TOKENSIGNIN_DATABASE_URL", "postgresql://app:s3cret@db/signin?bogus=1", "TOKENSIGNIN_DATABASE_URL is not a URL libpq accepts: invalid URI query parameter: \"bogus\""),
+        ("TOKENSIGNIN_DATABASE_URL", "postgresql://app:s3cret@[::1/signin", "TOKENSIGNIN_DATABASE_URL is not a URL libpq accepts: end of string reached when looking for matching \"]\" in IPv6 host address in URI: \"postgresql://app:***@[::1/signin\""),
         ("TOKENSIGNIN_COOKIE_NAME", "a;b", "TOKENSIGNIN_COOKIE_NAME must be a token (letters, digits and !#$%&'*+-.^_`|~), got 'a;b'"),
         ("TOKENSIGNIN_SITE_ORIGINS", "https://example.com/", "TOKENSIGNIN_SITE_ORIGINS has a malformed origin (want scheme://host[:port], no path): 'https://example.com/'"),
         ("TOKENSIGNIN_MAX_SESSIONS_PER_USER", "0", "TOKENSIGNIN_MAX_SESSIONS_PER_USER must be a whole number (1...10000), got '0'"),

@@ -125,8 +125,8 @@ import Testing
         #expect(!Migration.isMigrationFileName("001_users.SQL"))
     }
 
-    @Test func missingFolderIsBadMigration() {
-        #expect(throws: StoreError(.badMigration)) { try Migrator(directory: "/nonexistent/sql") }
+    @Test func missingFolderIsItsOwnError() {
+        #expect(throws: StoreError(.noMigrationFolder)) { try Migrator(directory: "/nonexistent/sql") }
     }
 
     @Test func fileThatIsNotUTF8IsRefused() throws {
