@@ -7,7 +7,10 @@ CONFIG       ?= release
 BIN           = .build/$(CONFIG)/tokensignin
 RUN_DIR      ?= $(CURDIR)/.run
 DEBIAN_PACKAGES = libfcgi-dev libfcgi-bin libssl-dev openssl libpq-dev libcurl4-openssl-dev ca-certificates \
-                  postgresql postgresql-contrib nginx-light spawn-fcgi wrk pkg-config curl python3
+                  postgresql postgresql-contrib nginx-light spawn-fcgi wrk pkg-config curl python3 python3-venv
+# Python packages the tests use (a private venv under .build: the Prometheus text parser, ...).
+VENV          = .build/venv
+PYTHON_PACKAGES = prometheus_client
 
 .PHONY: help deps build test run stop migrate prune bench clean
 
@@ -21,6 +24,8 @@ deps: ## install the Debian packages it needs (apt-get; only what is missing)
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
 	fi
+	@[ -x $(VENV)/bin/python ] || python3 -m venv $(VENV)
+	@$(VENV)/bin/python -c 'import prometheus_client' 2>/dev/null || $(VENV)/bin/pip install -q $(PYTHON_PACKAGES)
 
 build: deps ## build the tokensignin binary (release)
 	$(SWIFT) build -c $(CONFIG) --product tokensignin

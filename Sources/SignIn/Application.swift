@@ -1,31 +1,68 @@
 // The routes: each takes a Request and gives a Response, over a SessionStore and a TokenVerifying.
 import FastCGI
 import IDToken
+import Store
 
 /// What verifies an ID token for the routes: the key cache in production, a fixed table in route tests.
 protocol TokenVerifying: Sendable {
     func verify(_ token: String, with verifier: Verifier, now: Int64) -> Result<VerifiedToken, IDTokenError>
+    /// Whether a usable key set is loaded, for `/readyz` and `/metrics`.
+    var keyReadiness: KeyReadiness { get }
 }
 
-extension KeyCache: TokenVerifying {}
+/// The key set's state as the operators' endpoints report it.
+struct KeyReadiness: Sendable, Equatable {
+    /// A key set is loaded (fresh, or stale within grace).
+    var loaded: Bool
+    /// Served past its expiry because refreshes fail.
+    var stale: Bool
+    /// Seconds since the keys were fetched; nil when none were.
+    var ageSeconds: Double?
+    var fetches: Int
+    var failures: Int
+}
+
+extension KeyCache: TokenVerifying {
+    var keyReadiness: KeyReadiness {
+        let status = self.status
+        let age = status.lastSuccessAt.map { status.takenAt - $0 }
+        return KeyReadiness(loaded: status.keyCount > 0, stale: status.isStale,
+                            ageSeconds: age.map { Double($0.components.seconds) + Double($0.components.attoseconds) / 1e18 },
+                            fetches: status.fetches, failures: status.failures)
+    }
+}
+
+/// What every worker shares: settings, the verifier, the log, the clock, the metrics. Immutable.
+struct Service: Sendable {
+    var configuration: Configuration
+    var tokens: any TokenVerifying
+    var log: Log
+    var clock: @Sendable () -> Int64
+    var metrics: Metrics
+    /// Gauges read when `/metrics` is scraped (the FastCGI server's workers).
+    var samples: @Sendable () -> [Metrics.Sample] = { [] }
+}
 
 /// One worker's application: the routes of docs/http.md over this worker's store. Not shared between threads.
 final class Application: Handler {
     let configuration: Configuration
+    private let service: Service
     private let tokens: any TokenVerifying
     private let verifier: Verifier
-    private let store: any SessionStore
+    private let store: any SessionStore & SecurityEventStore
     private let log: Log
     private let clock: @Sendable () -> Int64
+    private let metrics: Metrics
 
-    init(configuration: Configuration, tokens: any TokenVerifying, store: any SessionStore, log: Log,
-         clock: @escaping @Sendable () -> Int64) {
-        self.configuration = configuration
-        self.tokens = tokens
-        self.verifier = Verifier(policy: configuration.policy)
+    init(service: Service, store: any SessionStore & SecurityEventStore) {
+        self.service = service
+        self.configuration = service.configuration
+        self.tokens = service.tokens
+        self.verifier = Verifier(policy: service.configuration.policy)
         self.store = store
-        self.log = log
-        self.clock = clock
+        self.log = service.log
+        self.clock = service.clock
+        self.metrics = service.metrics
     }
 
     /// Answers one request; every failure goes through `Failure` and every request through `LogLine`.
@@ -44,7 +81,20 @@ final class Application: Handler {
             response = failure.response
         }
         line.write(to: log, route: route, request: request, status: response.status, since: started)
+        metrics.request(route: route?.name ?? "none", status: response.status, reason: line.failure?.reason)
         return response
+    }
+
+    /// Runs a store call and records its duration under `operation`.
+    private func timed<T>(_ operation: String, _ body: () throws -> T) rethrows -> T {
+        let started = ContinuousClock.now
+        defer { metrics.database(operation: operation, seconds: Self.seconds(since: started)) }
+        return try body()
+    }
+
+    static func seconds(since started: ContinuousClock.Instant) -> Double {
+        let elapsed = (ContinuousClock.now - started).components
+        return Double(elapsed.seconds) + Double(elapsed.attoseconds) / 1e18
     }
 
     private func respond(_ route: Route, _ request: Request, _ line: inout LogLine) throws -> Response {
@@ -54,7 +104,47 @@ final class Application: Handler {
         case .signOut: return try signOut(request, &line)
         case .listSessions: return try listSessions(request)
         case .revokeSession(let id): return try revokeSession(id, request, &line)
+        case .health: return .json(.object([("status", .string("ok"))]))
+        case .ready: return try ready()
+        case .metrics: return metricsPage()
         }
+    }
+
+    // MARK: operators' endpoints
+
+    /// `200` when this worker's database connection answers and a key set is loaded and not stale; `503` with
+    /// the reasons otherwise (never a 200 that a load balancer would trust wrongly).
+    private func ready() throws -> Response {
+        var reasons: [JSONValue] = []
+        do {
+            try timed("ping") { try store.ping() }
+        } catch let error as StoreError {
+            reasons.append(.string(error.isRetryable ? "database_unavailable" : "database_fault"))
+        }
+        let keys = tokens.keyReadiness
+        if !keys.loaded { reasons.append(.string("keys_not_loaded")) } else if keys.stale { reasons.append(.string("keys_stale")) }
+        guard reasons.isEmpty else {
+            return .json(status: 503, .object([("status", .string("unavailable")), ("reasons", .array(reasons))]),
+                         headers: [("Retry-After", String(Failure.retryAfterDatabase))])
+        }
+        return .json(.object([("status", .string("ready"))]))
+    }
+
+    private func metricsPage() -> Response {
+        let keys = tokens.keyReadiness
+        var samples = [
+            Metrics.Sample(name: "tokensignin_keys_loaded", help: "1 when a usable key set is loaded.", value: keys.loaded ? 1 : 0),
+            Metrics.Sample(name: "tokensignin_keys_stale", help: "1 when the key set is served past its expiry.", value: keys.stale ? 1 : 0),
+            Metrics.Sample(name: "tokensignin_key_refreshes_total", help: "Key set fetches started.", type: "counter", value: Double(keys.fetches)),
+            Metrics.Sample(name: "tokensignin_key_refresh_failures_total", help: "Key set fetches that failed.", type: "counter",
+                           value: Double(keys.failures)),
+        ]
+        if let age = keys.ageSeconds {
+            samples.append(Metrics.Sample(name: "tokensignin_key_set_age_seconds", help: "Seconds since the key set was fetched.", value: age))
+        }
+        let text = metrics.exposition(samples + service.samples())
+        return Response(status: 200, headers: [("Content-Type", "text/plain; version=0.0.4; charset=utf-8"),
+                                               ("Cache-Control", "no-store")], body: Array(text.utf8))
     }
 
     // MARK: POST /tokensignin
@@ -71,7 +161,10 @@ final class Application: Handler {
         }
 
         let token: VerifiedToken
-        switch tokens.verify(parsed.idToken, with: verifier, now: clock()) {
+        let verifyStarted = ContinuousClock.now
+        let verification = tokens.verify(parsed.idToken, with: verifier, now: clock())
+        metrics.verification(seconds: Self.seconds(since: verifyStarted))
+        switch verification {
         case .success(let verified):
             token = verified
         case .failure(let error):
@@ -84,8 +177,10 @@ final class Application: Handler {
         }
 
         let session = SessionToken.generate()
-        let outcome = try store.signIn(token, NewSession(tokenHash: session.hash, clientID: token.audience,
-                                                         userAgent: Self.userAgent(request), ip: request.remoteIP))
+        let outcome = try timed("sign_in") {
+            try store.signIn(token, NewSession(tokenHash: session.hash, clientID: token.audience,
+                                               userAgent: Self.userAgent(request), ip: request.remoteIP))
+        }
         switch outcome {
         case .refused(let userID, .idTokenRevoked):
             line["user_id"] = String(userID)
@@ -162,7 +257,9 @@ final class Application: Handler {
 
     private func checkSession(_ request: Request, _ line: inout LogLine) throws -> Response {
         let token = try sessionToken(request)
-        guard let session = try store.liveSession(token.hash) else { throw SignInError(.notSignedIn, "no live session") }
+        guard let session = try timed("check_session", { try store.liveSession(token.hash) }) else {
+            throw SignInError(.notSignedIn, "no live session")
+        }
         // An unverified address is anyone's to type in: it never reaches the application as an identity.
         let email = session.emailVerified ? session.email : nil
         var headers: [(name: String, value: String)] = [
@@ -184,7 +281,7 @@ final class Application: Handler {
     private func signOut(_ request: Request, _ line: inout LogLine) throws -> Response {
         let token = try sessionForChange(request)
         let everywhere = Self.queryFlag(request.query, "all")
-        guard let done = try store.signOut(token.hash, everywhere: everywhere) else {
+        guard let done = try timed("sign_out", { try store.signOut(token.hash, everywhere: everywhere) }) else {
             throw SignInError(.notSignedIn, "no live session")
         }
         line["session_id"] = String(done.sessionID)
@@ -202,7 +299,7 @@ final class Application: Handler {
         let query = try QueryParameters(request.query)
         let limit = try query.integer("limit", in: 1...Int64(Self.maxPageSize)).map(Int.init) ?? Self.defaultPageSize
         let after = try query.integer("after", in: 1...Int64.max)
-        guard let page = try store.listSessions(token.hash, limit: limit, after: after) else {
+        guard let page = try timed("list_sessions", { try store.listSessions(token.hash, limit: limit, after: after) }) else {
             throw SignInError(.notSignedIn, "no live session")
         }
         let sessions: [JSONValue] = page.sessions.map { session in
@@ -218,7 +315,7 @@ final class Application: Handler {
 
     private func revokeSession(_ id: Int64, _ request: Request, _ line: inout LogLine) throws -> Response {
         let token = try sessionForChange(request)
-        switch try store.revokeSession(id, presentedBy: token.hash) {
+        switch try timed("revoke_session", { try store.revokeSession(id, presentedBy: token.hash) }) {
         case nil: throw SignInError(.notSignedIn, "no live session")
         case .notFound?: throw SignInError(.sessionNotFound, "session \(id)")
         case .revoked(let by)?:
@@ -287,9 +384,10 @@ struct LogLine {
         set { if let newValue { fields.append((name, newValue)) } }
     }
 
-    /// Successful session checks are not logged (nginx's access log has them; every page view makes one).
+    /// Successful session checks and operators' probes are not logged (nginx's access log has them; every page
+    /// view makes a check, and monitoring scrapes every few seconds).
     func write(to log: Log, route: Route?, request: Request, status: Int, since started: ContinuousClock.Instant) {
-        if route == .checkSession && failure == nil { return }
+        if route?.isCheck == true && failure == nil { return }
         let elapsed = ContinuousClock.now - started
         let micros = elapsed.components.seconds * 1_000_000 + elapsed.components.attoseconds / 1_000_000_000_000
         var all: [(String, String?)] = [

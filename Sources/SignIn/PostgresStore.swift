@@ -10,19 +10,22 @@ final class PostgresStore: SessionStore, SecurityEventStore {
     let policy: SessionPolicy
     private let log: Log
     private let redact: @Sendable (String) -> String
+    private let metrics: Metrics?
     private var connection: Connection?
 
-    init(conninfo: String, policy: SessionPolicy, log: Log, redact: @escaping @Sendable (String) -> String = { $0 }) {
+    init(conninfo: String, policy: SessionPolicy, log: Log, redact: @escaping @Sendable (String) -> String = { $0 },
+         metrics: Metrics? = nil) {
         self.conninfo = conninfo
         self.policy = policy
         self.log = log
         self.redact = redact
+        self.metrics = metrics
     }
 
     /// The store the service's settings describe.
-    convenience init(_ configuration: Configuration, log: Log) {
+    convenience init(_ configuration: Configuration, log: Log, metrics: Metrics? = nil) {
         self.init(conninfo: configuration.conninfo, policy: configuration.sessionPolicy, log: log,
-                  redact: { [configuration] in configuration.redacted($0) })
+                  redact: { [configuration] in configuration.redacted($0) }, metrics: metrics)
     }
 
     /// Connection failures are logged with libpq's message, at most once per interval for the whole process
@@ -108,6 +111,10 @@ final class PostgresStore: SessionStore, SecurityEventStore {
         return revoked > 0 ? .revoked(by: by) : .notFound
     }
 
+    func ping() throws {
+        try run(Queries.ping, [])
+    }
+
     // MARK: SecurityEventStore
 
     func applySecurityEvents(_ events: [SecurityEventRecord]) throws -> [AppliedSecurityEvent] {
@@ -141,6 +148,7 @@ final class PostgresStore: SessionStore, SecurityEventStore {
             return try database().execute(statement, params)
         } catch where error.code == .connectionLost {
             log.warning("database_reconnect", ["operation": statement.name, "sqlstate": error.sqlState])
+            metrics?.reconnect()
             return try database().execute(statement, params)
         }
     }
@@ -152,6 +160,7 @@ final class PostgresStore: SessionStore, SecurityEventStore {
             return try database().transaction(body)
         } catch where error.code == .connectionLost {
             log.warning("database_reconnect", ["operation": "transaction", "sqlstate": error.sqlState])
+            metrics?.reconnect()
             return try database().transaction(body)
         }
     }

@@ -68,6 +68,9 @@ enum Queries {
           FROM u LEFT JOIN s ON true
         """)
 
+    /// The readiness probe's round trip.
+    static let ping = Statement(name: "ping", sql: "SELECT 1")
+
     /// A sign-in refused before the database was involved (bad token, wrong audience, ...), for the audit:
     /// $1 reason code, $2 client_id, $3 ip, $4 user_agent.
     static let signInFailure = Statement(name: "sign_in_failure", sql: """

@@ -8,6 +8,12 @@ enum Route: Equatable, Sendable {
     case signOut
     case listSessions
     case revokeSession(id: Int64)
+    /// `GET /healthz`: the process answers.
+    case health
+    /// `GET /readyz`: the database answers and a usable key set is loaded.
+    case ready
+    /// `GET /metrics`: Prometheus text format.
+    case metrics
 
     /// A stable name for logs and metrics.
     var name: String {
@@ -17,11 +23,20 @@ enum Route: Equatable, Sendable {
         case .signOut: "sign_out"
         case .listSessions: "list_sessions"
         case .revokeSession: "revoke_session"
+        case .health: "healthz"
+        case .ready: "readyz"
+        case .metrics: "metrics"
         }
     }
 
-    /// Requests that must never queue behind sign-ins (nginx's auth_request guards every page with them).
-    var isCheck: Bool { self == .checkSession }
+    /// Requests that must never queue behind sign-ins: nginx's auth_request guards every page with the session
+    /// check, and monitoring must see the process even when sign-ins are stuck.
+    var isCheck: Bool {
+        switch self {
+        case .checkSession, .health, .ready, .metrics: true
+        default: false
+        }
+    }
 
     static func match(_ request: Request) throws(SignInError) -> Route {
         let path = request.path
@@ -36,6 +51,9 @@ enum Route: Equatable, Sendable {
         case "/auth/session": return .checkSession
         case "/tokensignout": return try only(["POST"], .signOut)
         case "/sessions": return try only(["GET", "HEAD"], .listSessions)
+        case "/healthz": return try only(["GET", "HEAD"], .health)
+        case "/readyz": return try only(["GET", "HEAD"], .ready)
+        case "/metrics": return try only(["GET", "HEAD"], .metrics)
         default:
             if path.hasPrefix("/sessions/"), let id = sessionID(path.dropFirst("/sessions/".count)) {
                 return try only(["DELETE"], .revokeSession(id: id))

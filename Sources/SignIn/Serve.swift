@@ -6,7 +6,8 @@ import Store
 public enum Serve {
     /// Runs the responder until SIGTERM/SIGINT (graceful: in-flight requests finish). Throws at start-up
     /// for a setting that cannot work (naming it), or when the server fails.
-    public static func run(_ configuration: Configuration, log: Log, clock: @escaping @Sendable () -> Int64) throws(SignInError) {
+    public static func run(_ configuration: Configuration, log: Log, clock: @escaping @Sendable () -> Int64,
+                           metrics: Metrics = Metrics()) throws(SignInError) {
         let server: Server
         do {
             let listen = try Listen.parse(configuration.listen)
@@ -43,10 +44,9 @@ public enum Serve {
                              "client_ids": configuration.clientIDs.joined(separator: ","),
                              "keys": configuration.jwksFile ?? configuration.jwksURL])
         do {
+            let service = Service(configuration: configuration, tokens: keys, log: log, clock: clock, metrics: metrics)
             try server.run { _ in
-                Application(configuration: configuration, tokens: keys,
-                            store: PostgresStore(configuration, log: log),
-                            log: log, clock: clock)
+                Application(service: service, store: PostgresStore(configuration, log: log, metrics: metrics))
             }
         } catch {
             throw SignInError(.serverFailed, "the FastCGI server failed: \(error.code.name) \(error.detail)")

@@ -127,4 +127,6 @@ protocol SessionStore: AnyObject {
     /// At most `limit` sessions with an id below `after`, newest first.
     func listSessions(_ hash: SessionToken.Hash, limit: Int, after: Int64?) throws -> SessionPage?
     func revokeSession(_ id: Int64, presentedBy hash: SessionToken.Hash) throws -> RevokeOutcome?
+    /// A round trip that touches no table (`/readyz`).
+    func ping() throws
 }

@@ -29,11 +29,15 @@ import Testing
         let duringCheck = try check()
         #expect(duringCheck.status == 503, "never a false 200 or 401 while the database is down: \(duringCheck)")
         #expect(duringCheck.header("X-User-Id") == nil)
+        let notReady = try stack.request("GET", "/readyz")
+        #expect(notReady.status == 503 && (notReady.json["reasons"] as? [String]) == ["database_unavailable"], "\(notReady)")
+        #expect(try stack.request("GET", "/healthz").status == 200, "alive, though not ready")
 
         try run(cluster, ["start", folder, pgPort])
         let after = try stack.signIn(try stack.token(sub: "150000000000000000003"))
         #expect(after.status == 200, "the lost connection is re-established on the next request: \(after)")
         #expect(try check().status == 200)
+        #expect(try stack.request("GET", "/readyz").status == 200)
         #expect(try stack.count("signin.users WHERE google_sub = '150000000000000000002'") == 0)
         #expect(try stack.count("signin.users WHERE google_sub = '150000000000000000003'") == 1)
     }
@@ -44,6 +48,8 @@ import Testing
         let answer = try stack.signIn(try stack.token(sub: "160000000000000000001"))
         #expect(answer.status == 503, "\(answer)")
         #expect(answer.header("Retry-After") != nil)
+        let ready = try stack.request("GET", "/readyz")
+        #expect(ready.status == 503 && (ready.json["reasons"] as? [String]) == ["keys_not_loaded"], "\(ready)")
         #expect(try stack.count("signin.users") == 0)
     }
 

@@ -175,6 +175,10 @@ final class InMemoryStore: SessionStore, SecurityEventStore {
         return .revoked(by: me.id)
     }
 
+    func ping() throws {
+        try failIfAsked()
+    }
+
     func applySecurityEvents(_ events: [SecurityEventRecord]) throws -> [AppliedSecurityEvent] {
         try failIfAsked()
         return events.map { event in

@@ -8,8 +8,11 @@ import Testing
 @testable import SignIn
 
 /// A verifier that answers from a table: token text -> result; anything else is `malformed`.
-struct FixedVerifier: TokenVerifying {
-    var answers: [String: Result<VerifiedToken, IDTokenError>]
+final class FixedVerifier: TokenVerifying, @unchecked Sendable {
+    // SAFETY: tests set `keyReadiness` before the requests that read it, on the same thread.
+    let answers: [String: Result<VerifiedToken, IDTokenError>]
+    var keyReadiness = KeyReadiness(loaded: true, stale: false, ageSeconds: 42, fetches: 1, failures: 0)
+    init(answers: [String: Result<VerifiedToken, IDTokenError>]) { self.answers = answers }
     func verify(_ token: String, with verifier: Verifier, now: Int64) -> Result<VerifiedToken, IDTokenError> {
         answers[token] ?? .failure(IDTokenError(.malformed))
     }
@@ -21,6 +24,8 @@ final class RouteHarness: @unchecked Sendable {
     static let site = "https://app.example"
     let store: InMemoryStore
     let app: Application
+    let verifier = FixedVerifier(answers: RouteHarness.tokens)
+    let metrics = Metrics()
     private let lines = LockedLines()
 
     /// Tokens the fixed verifier knows: `good-<sub>` verifies for that sub; the others fail as named.
@@ -43,8 +48,11 @@ final class RouteHarness: @unchecked Sendable {
         ].merging(environment) { $1 }, processorCount: 2)
         store = InMemoryStore(policy: configuration.sessionPolicy)
         let lines = self.lines
-        app = Application(configuration: configuration, tokens: FixedVerifier(answers: Self.tokens), store: store,
-                          log: Log { lines.append($0) }, clock: { 1_800_000_000 })
+        let service = Service(configuration: configuration, tokens: verifier, log: Log { lines.append($0) },
+                              clock: { 1_800_000_000 }, metrics: metrics,
+                              samples: { [Metrics.Sample(name: "tokensignin_busy_workers", help: "Workers serving a request.",
+                                                         labels: [("lane", "default")], value: 1)] })
+        app = Application(service: service, store: store)
     }
 
     var log: [String] { lines.all }
@@ -98,7 +106,8 @@ extension Response {
         ("PUT", "/sessions/12", 405, "DELETE"), ("GET", "/sessions/12", 405, "DELETE"),
         ("GET", "/", 404, nil), ("GET", "/tokensignin/", 404, nil), ("DELETE", "/sessions/abc", 404, nil),
         ("DELETE", "/sessions/0", 404, nil), ("DELETE", "/sessions/1234567890123456789", 404, nil),
-        ("GET", "/auth/sessions", 404, nil),
+        ("GET", "/auth/sessions", 404, nil), ("POST", "/healthz", 405, "GET, HEAD"), ("DELETE", "/readyz", 405, "GET, HEAD"),
+        ("PUT", "/metrics", 405, "GET, HEAD"),
     ] as [(String, String, Int, String?)])
     func unknownPathIs404AndWrongMethodIs405WithAllow(method: String, path: String, status: Int, allow: String?) throws {
         let h = try RouteHarness()
@@ -464,5 +473,76 @@ extension Response {
         #expect(h.request("DELETE", "/sessions/2", headers: auth).status == 404)
         #expect(h.store.sessions.map(\.revokedReason) == [nil, "user_revoked", nil, nil])
         #expect(h.request("DELETE", "/sessions/1", headers: [:]).status == 401)
+    }
+}
+
+@Suite struct OperatorEndpointTests {
+    @Test func healthzAnswersWhateverTheDatabaseAndKeysSay() throws {
+        let h = try RouteHarness()
+        h.store.nextError = StoreError(.connectionFailed, "down")
+        h.verifier.keyReadiness.loaded = false
+        let answer = h.request("GET", "/healthz")
+        #expect(answer.status == 200 && answer.json["status"] as? String == "ok")
+        #expect(h.log.isEmpty, "probes are not logged")
+    }
+
+    /// (database error, keys loaded, keys stale, reasons) — ready only with both.
+    @Test(arguments: [
+        (nil, true, false, []),
+        (StoreError(.connectionFailed, "down"), true, false, ["database_unavailable"]),
+        (StoreError(.permissionDenied, sqlState: "42501", "no"), true, false, ["database_fault"]),
+        (nil, false, false, ["keys_not_loaded"]),
+        (nil, true, true, ["keys_stale"]),
+        (StoreError(.timedOut, sqlState: "57014", "slow"), false, false, ["database_unavailable", "keys_not_loaded"]),
+    ] as [(StoreError?, Bool, Bool, [String])])
+    func readyzIs200OnlyWithTheDatabaseAndAUsableKeySet(error: StoreError?, loaded: Bool, stale: Bool, reasons: [String]) throws {
+        let h = try RouteHarness()
+        h.store.nextError = error
+        h.verifier.keyReadiness.loaded = loaded
+        h.verifier.keyReadiness.stale = stale
+        let answer = h.request("GET", "/readyz")
+        #expect(answer.status == (reasons.isEmpty ? 200 : 503))
+        #expect(answer.json["status"] as? String == (reasons.isEmpty ? "ready" : "unavailable"))
+        #expect((answer.json["reasons"] as? [String] ?? []) == reasons)
+        #expect(answer.header("Cache-Control") == "no-store")
+    }
+
+    @Test func metricsCountRequestsRefusalsAndTimesAndReadTheGauges() throws {
+        let h = try RouteHarness()
+        let token = try h.session()
+        _ = h.signIn("expired")
+        _ = h.request("GET", "/auth/session", headers: ["Authorization": "Bearer \(token)"])
+        _ = h.request("GET", "/nowhere")
+        let page = h.request("GET", "/metrics")
+        #expect(page.status == 200 && page.header("Content-Type") == "text/plain; version=0.0.4; charset=utf-8")
+        let text = page.text
+        for line in [
+            #"tokensignin_requests_total{route="sign_in",status="200"} 1"#,
+            #"tokensignin_requests_total{route="sign_in",status="401"} 1"#,
+            #"tokensignin_requests_total{route="check_session",status="200"} 1"#,
+            #"tokensignin_requests_total{route="none",status="404"} 1"#,
+            #"tokensignin_refusals_total{reason="expired"} 1"#,
+            #"tokensignin_refusals_total{reason="not_found"} 1"#,
+            #"tokensignin_verification_seconds_count 2"#,
+            #"tokensignin_database_seconds_count{operation="sign_in"} 1"#,
+            #"tokensignin_database_seconds_count{operation="check_session"} 1"#,
+            #"tokensignin_database_seconds_bucket{operation="sign_in",le="+Inf"} 1"#,
+            "tokensignin_keys_loaded 1", "tokensignin_keys_stale 0", "tokensignin_key_set_age_seconds 42",
+            "tokensignin_key_refreshes_total 1", "tokensignin_key_refresh_failures_total 0",
+            #"tokensignin_busy_workers{lane="default"} 1"#, "# TYPE tokensignin_verification_seconds histogram",
+        ] {
+            #expect(text.contains(line + "\n"), "missing \(line) in:\n\(text)")
+        }
+        #expect(!text.contains(token))
+    }
+
+    @Test func aTokenIssuedBeforeGoogleRevokedTheSessionsIs401() throws {
+        let h = try RouteHarness()
+        _ = try h.session("ada")
+        h.store.users[0].tokensInvalidBefore = 1_800_000_001  // the verifier's tokens are issued at 1_800_000_000
+        let answer = h.signIn("good-ada")
+        #expect(answer.status == 401 && answer.errorCode == "invalid_token")
+        #expect(h.store.audit.last?.reason == "id_token_revoked")
+        #expect(h.log.last?.contains("reason=id_token_revoked") == true)
     }
 }
