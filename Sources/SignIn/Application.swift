@@ -82,7 +82,19 @@ final class Application: Handler {
         }
         line.write(to: log, route: route, request: request, status: response.status, since: started)
         metrics.request(route: route?.name ?? "none", status: response.status, reason: line.failure?.reason)
-        return response
+        guard let id = Self.requestID(request) else { return response }
+        var answered = response
+        answered.headers.append(("X-Request-Id", id))
+        return answered
+    }
+
+    /// nginx's `$request_id` (the `REQUEST_ID` parameter the shipped snippets pass): 32 hex digits; anything
+    /// that is not 1...64 letters, digits, `-`, `_` or `.` is ignored.
+    static func requestID(_ request: Request) -> String? {
+        guard let id = request.params["REQUEST_ID"], (1...64).contains(id.utf8.count),
+              id.utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 | 0x20 >= 0x61 && $0 | 0x20 <= 0x7a) || $0 == 0x2d || $0 == 0x5f || $0 == 0x2e })
+        else { return nil }
+        return id
     }
 
     /// Runs a store call and records its duration under `operation`.
@@ -392,7 +404,7 @@ struct LogLine {
         let micros = elapsed.components.seconds * 1_000_000 + elapsed.components.attoseconds / 1_000_000_000_000
         var all: [(String, String?)] = [
             ("route", route?.name ?? "none"), ("method", request.method), ("status", String(status)),
-            ("duration_us", String(micros)), ("request_id", request.params["REQUEST_ID"]),
+            ("duration_us", String(micros)), ("request_id", Application.requestID(request)),
             ("reason", failure?.reason), ("sqlstate", failure?.sqlState), ("ip", request.remoteAddress),
         ]
         all += fields.map { ($0.0, Optional($0.1)) }

@@ -48,12 +48,25 @@ import TestSupport
 
     @Test func nginxLimitsSignInsPerClientAddress() throws {
         let stack = try Stack("ratelimit", rateLimit: true)
-        var statuses: [Int] = []
+        var answers: [Answer] = []
         for _ in 0..<40 {
-            statuses.append(try stack.request("POST", "/tokensignin", headers: ["Content-Type": "text/plain"], body: "x").status)
+            answers.append(try stack.request("POST", "/tokensignin", headers: ["Content-Type": "text/plain"], body: "x"))
         }
+        let statuses = answers.map(\.status)
         #expect(statuses.contains(415), "requests within the burst reach the responder")
         #expect(statuses.contains(429), "a burst beyond the limit is refused by nginx: \(statuses)")
+        for refused in answers where refused.status == 429 {
+            #expect(refused.errorCode == "too_many_requests", "JSON, not nginx's HTML: \(refused)")
+            #expect(refused.header("Retry-After") == "1")
+        }
+    }
+
+    @Test func aResponderThatIsDownIs503InJSON() throws {
+        let stack = try Stack("down")
+        stack.stopServer()
+        let answer = try stack.request("POST", "/tokensignin", headers: ["Content-Type": "application/json"], body: "{}")
+        #expect(answer.status == 503 && answer.errorCode == "temporarily_unavailable", "\(answer)")
+        #expect(answer.header("Retry-After") == "2")
     }
 
     /// The shipped nginx files keep FastCGI connections (`keepalive` + `fastcgi_keep_conn on`): a run of

@@ -209,6 +209,15 @@ private func sha256Hex(_ stack: Stack, _ text: String) throws -> String {
         let answer = try stack.request("POST", "/tokensignin", headers: ["Content-Type": "application/json"],
                                        body: #"{"idToken":""# + String(repeating: "a", count: 70_000) + #""}"#)
         #expect(answer.status == 413)
+        // nginx's own refusal, in the documented JSON shape rather than an HTML page.
+        #expect(answer.errorCode == "request_too_large", "\(answer)")
+        #expect(answer.header("Content-Type") == "application/json" && answer.header("Cache-Control") == "no-store")
+    }
+
+    @Test func everyAnswerCarriesNginxsRequestID() throws {
+        let answer = try stack.request("DELETE", "/sessions/abc")
+        let id = try #require(answer.header("X-Request-Id"), "\(answer)")
+        #expect(id.count == 32 && id.allSatisfy(\.isHexDigit))
     }
 
     @Test func bodyOver64KBIs413FromTheResponderItself() throws {

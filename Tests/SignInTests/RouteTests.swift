@@ -126,6 +126,16 @@ extension Response {
         #expect(h.request(method, "/auth/session").status == 401)
     }
 
+    @Test func nginxsRequestIDIsAnsweredAsXRequestIdWhenItIsOne() throws {
+        let h = try RouteHarness()
+        #expect(h.request("GET", "/nowhere").header("X-Request-Id") == "req-1")
+        #expect(h.request("GET", "/healthz").header("X-Request-Id") == "req-1")
+        let forged = h.app.handle(Request(params: ["REQUEST_METHOD": "GET", "DOCUMENT_URI": "/healthz",
+                                                   "REQUEST_ID": "a\r\nSet-Cookie: x=1"]))
+        #expect(forged.header("X-Request-Id") == nil && forged.status == 200)
+        #expect(h.app.handle(Request(params: ["REQUEST_METHOD": "GET", "DOCUMENT_URI": "/healthz"])).header("X-Request-Id") == nil)
+    }
+
     @Test func everyRequestIsLoggedWithRouteStatusDurationAndRequestIDButNeverATokenOrSecret() throws {
         let h = try RouteHarness()
         let token = try h.session()

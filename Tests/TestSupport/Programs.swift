@@ -66,6 +66,10 @@ public func runProgram(_ executable: String, _ arguments: [String], environment:
 
 private let spawnLock = NSLock()
 
+/// A program that exits before reading all its stdin (a server answering 413 without reading the body) must
+/// give the writer EPIPE, not kill the whole test process with SIGPIPE.
+private let ignoreBrokenPipes: Void = { signal(SIGPIPE, SIG_IGN) }()
+
 /// Starts a program with exactly `environment` and the given file actions; returns its pid.
 public func spawnProgram(_ executable: String, _ arguments: [String], environment: [String: String],
            actions: inout posix_spawn_file_actions_t) throws -> pid_t {
@@ -77,8 +81,18 @@ private func spawnLocked(_ executable: String, _ arguments: [String], environmen
     let argv = ([executable] + arguments).map { strdup($0) } + [nil]
     let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
     defer { argv.forEach { free($0) }; envp.forEach { free($0) } }
+    _ = ignoreBrokenPipes
+    // The child gets SIGPIPE's default back (this process ignores it).
+    var attributes = posix_spawnattr_t()
+    posix_spawnattr_init(&attributes)
+    defer { posix_spawnattr_destroy(&attributes) }
+    var defaults = sigset_t()
+    sigemptyset(&defaults)
+    sigaddset(&defaults, SIGPIPE)
+    posix_spawnattr_setsigdefault(&attributes, &defaults)
+    posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGDEF))
     var pid: pid_t = 0
-    let result = posix_spawn(&pid, executable, &actions, nil, argv, envp)
+    let result = posix_spawn(&pid, executable, &actions, &attributes, argv, envp)
     guard result == 0 else { throw ProgramError("cannot start \(executable): error \(result)") }
     return pid
 }
