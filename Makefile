@@ -8,8 +8,11 @@ BIN           = .build/$(CONFIG)/tokensignin
 RUN_DIR      ?= $(CURDIR)/.run
 DEBIAN_PACKAGES = libfcgi-dev libfcgi-bin libssl-dev openssl libpq-dev libcurl4-openssl-dev ca-certificates \
                   postgresql postgresql-contrib nginx-light spawn-fcgi wrk pkg-config curl python3
+# The browser tests (Tests/Browser): Debian's Chromium and its driver, and a venv for Selenium and pytest from PyPI.
+DEBIAN_PACKAGES += chromium chromium-driver python3-venv
+BROWSER_VENV    = .build/browser-venv
 
-.PHONY: help deps build test run stop migrate prune bench clean
+.PHONY: help deps build test run stop migrate prune bench clean test-browser
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -21,6 +24,7 @@ deps: ## install the Debian packages it needs (apt-get; only what is missing)
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
 	fi
+	@$(MAKE) --no-print-directory $(BROWSER_VENV)/installed
 
 build: deps ## build the tokensignin binary (release)
 	$(SWIFT) build -c $(CONFIG) --product tokensignin
@@ -30,6 +34,18 @@ test: deps ## unit and end-to-end tests (private PostgreSQL and nginx, nothing s
 	@mkdir -p .build; set -o pipefail; \
 	scripts/with-test-db $(SWIFT) test --skip-build 2>&1 | tee .build/test.log; status=$$?; \
 	scripts/test-summary .build/test.log; exit $$status
+
+test-browser: deps ## the example site in headless Chromium: sign-in, devices, sign-out, forgeries (Tests/Browser)
+	$(SWIFT) build --product tokensignin
+	@mkdir -p .build; set -o pipefail; \
+	PYTHONDONTWRITEBYTECODE=1 SE_OFFLINE=true SE_AVOID_STATS=true TOKENSIGNIN_BIN=.build/debug/tokensignin \
+	$(BROWSER_VENV)/bin/python -m pytest -c Tests/Browser/pytest.ini --rootdir=. Tests/Browser 2>&1 | tee .build/browser-test.log
+
+# Debian's python3 (not whichever python3 comes first on PATH): python3-venv above is its venv module.
+$(BROWSER_VENV)/installed: Tests/Browser/requirements.txt
+	/usr/bin/python3 -m venv --clear $(BROWSER_VENV)
+	$(BROWSER_VENV)/bin/pip install -q --disable-pip-version-check -r Tests/Browser/requirements.txt
+	@touch $@
 
 run: build ## run it all locally (PostgreSQL, responder, nginx on https://127.0.0.1:8443) and show a sign-in
 	scripts/local-run start
