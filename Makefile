@@ -9,22 +9,26 @@ RUN_DIR      ?= $(CURDIR)/.run
 DEBIAN_PACKAGES = libfcgi-dev libfcgi-bin libssl-dev openssl libpq-dev libcurl4-openssl-dev ca-certificates \
                   postgresql postgresql-contrib nginx-light spawn-fcgi wrk pkg-config curl python3
 # The browser tests (Tests/Browser): Debian's Chromium and its driver, and a venv for Selenium and pytest from PyPI.
-DEBIAN_PACKAGES += chromium chromium-driver python3-venv
+# A host that only builds can skip them: `make deps build BROWSER=no`.
+BROWSER        ?= yes
 BROWSER_VENV    = .build/browser-venv
+ifneq ($(BROWSER),no)
+DEBIAN_PACKAGES += chromium chromium-driver python3-venv
+endif
 
 .PHONY: help deps build test run stop migrate prune bench clean test-browser
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
 
-deps: ## install the Debian packages it needs (apt-get; only what is missing)
+deps: ## install the Debian packages it needs (apt-get; only what is missing) and the browser tests' venv
 	@missing=$$(for p in $(DEBIAN_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
 		echo "installing:" $$missing; \
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
 	fi
-	@$(MAKE) --no-print-directory $(BROWSER_VENV)/installed
+	@[ "$(BROWSER)" = no ] || $(MAKE) --no-print-directory $(BROWSER_VENV)/installed
 
 build: deps ## build the tokensignin binary (release)
 	$(SWIFT) build -c $(CONFIG) --product tokensignin

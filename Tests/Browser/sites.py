@@ -11,7 +11,8 @@ import urllib.parse
 class ForgerySite:
     """One origin serving attack pages; every page reports its outcome in document.title ("done: ..." / "failed: ...").
 
-    /post?target=URL&NAME=VALUE...     an auto-submitted form POST (a top-level navigation) with those fields
+    /post?target=URL&NAME=VALUE...     an auto-submitted form POST (a top-level navigation) with those fields;
+                                       with set_cookie=TEXT, document.cookie = TEXT first (on the forger's host)
     /fetch?target=URL&method=M         fetch(URL, {method: M, credentials: "include"}), CORS mode
     /no-cors?target=URL                fetch(URL, {method: "POST", mode: "no-cors", credentials: "include"})
     """
@@ -43,10 +44,11 @@ class ForgerySite:
                 address = urllib.parse.urlparse(self.path)
                 query = dict(urllib.parse.parse_qsl(address.query))
                 target = query.pop("target", "")
+                cookie = query.pop("set_cookie", None)
                 if address.path == "/post":
                     fields = "".join(f'<input type="hidden" name="{html.escape(name)}" value="{html.escape(value)}">'
                                      for name, value in query.items())
-                    script = "document.forms[0].submit();"
+                    script = (f"document.cookie = {json.dumps(cookie)};" if cookie else "") + "document.forms[0].submit();"
                     body = f'<form method="POST" action="{html.escape(target)}">{fields}</form>'
                 elif address.path in ("/fetch", "/no-cors"):
                     options = ({"method": query.get("method", "POST"), "credentials": "include"} if address.path == "/fetch"

@@ -209,19 +209,27 @@ def test_another_origins_page_cannot_sign_out_or_revoke_for_the_user(browser, st
     browser.wait(lambda d: browser.text("#session-id") == str(session_id), "the app page, still signed in")
 
 
-# (forger, form fields): another site's page posting a sign-in of its own choosing (login CSRF)
-@pytest.mark.parametrize("forger, fields", [
-    ("cross-site", {"credential": "TOKEN", "g_csrf_token": "forged"}),
-    ("same-site", {"credential": "TOKEN", "g_csrf_token": "forged"}),
-    ("cross-site", {"idtoken": "TOKEN"}),
-    ("same-site", {"idtoken": "TOKEN"}),
-], ids=["cross-site-web-form", "same-site-web-form", "cross-site-idtoken", "same-site-idtoken"])
-def test_another_origins_page_cannot_sign_the_browser_in(browser, stack, forgers, forger, fields):
+# (forger, form fields, the g_csrf_token cookie the forger's page writes first): another origin's page posting a
+# sign-in of its own choosing (login CSRF). A same-site page can write the cookie for the site (cookies ignore
+# ports; a sibling subdomain can write one for the parent domain), so the pair matches: its Origin is refused.
+@pytest.mark.parametrize("forger, fields, set_cookie", [
+    ("cross-site", {"credential": "TOKEN", "g_csrf_token": "forged"}, None),
+    ("same-site", {"credential": "TOKEN", "g_csrf_token": "forged"}, None),
+    ("same-site", {"credential": "TOKEN", "g_csrf_token": "forged"}, "g_csrf_token=forged; Path=/; Secure; SameSite=None"),
+    ("cross-site", {"idtoken": "TOKEN"}, None),
+    ("same-site", {"idtoken": "TOKEN"}, None),
+], ids=["cross-site-web-form", "same-site-web-form", "same-site-web-form-with-its-cookie", "cross-site-idtoken",
+        "same-site-idtoken"])
+def test_another_origins_page_cannot_sign_the_browser_in(browser, stack, forgers, forger, fields, set_cookie):
     before = stack.sessions(stack.grace)
     token = stack.token(stack.grace)
     parameters = {name: token if value == "TOKEN" else value for name, value in fields.items()}
+    if set_cookie:
+        parameters["set_cookie"] = set_cookie
     browser.open(forgers[forger].url("post", target=stack.site + "/tokensignin", **parameters))
     forged = browser.answered("POST", stack.site + "/tokensignin")
     assert forged.status == 403, f"a sign-in posted by {forgers[forger].origin}: {forged}"
+    if set_cookie:
+        assert forged.sent_cookies.get("g_csrf_token", {}).get("value") == "forged", f"the forger's cookie: {forged}"
     assert '"error":"csrf_check_failed"' in browser.driver.find_element("tag name", "body").text
     assert stack.sessions(stack.grace) == before and COOKIE not in browser.cookies()
