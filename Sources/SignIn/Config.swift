@@ -36,6 +36,8 @@ public struct Configuration: Sendable, Equatable {
     public var siteOrigins: [Origin]
     /// Where the web form flow answers `303 See Other`: a local path or an https URL on a site origin.
     public var signInRedirect: String
+    /// Pages that may post the Sign in with Google web form cross-site (Google's; a stand-in in development).
+    public var webFormOrigins: [Origin]
     /// Live sessions one user may hold; the oldest beyond it are revoked at sign-in (1...10000).
     public var maxSessionsPerUser: Int
     /// The folder of migration files `tokensignin migrate` applies.
@@ -61,7 +63,7 @@ public struct Configuration: Sendable, Equatable {
     }
 
     /// The Origin check over `siteOrigins`.
-    public var originCheck: OriginCheck { OriginCheck(siteOrigins: siteOrigins) }
+    public var originCheck: OriginCheck { OriginCheck(siteOrigins: siteOrigins, webFormOrigins: webFormOrigins) }
 
     /// Reads and validates every setting.
     /// - Parameters:
@@ -174,26 +176,20 @@ public struct Configuration: Sendable, Equatable {
         }
 
         // TOKENSIGNIN_SITE_ORIGINS
-        if let text = value(.siteOrigins) {
-            var origins: [Origin] = []
-            for item in try Self.list(text, .siteOrigins) {
-                guard let origin = Origin(parsing: item) else {
-                    throw Self.invalid("\(Setting.siteOrigins.variable) has a malformed origin (want scheme://host[:port], no path): '\(item)'")
-                }
-                guard origin.scheme == "https" || origin.isLoopback else {
-                    throw Self.invalid("\(Setting.siteOrigins.variable) has an http origin that is not loopback (use https): '\(item)'")
-                }
-                origins.append(origin)
-            }
-            siteOrigins = origins
-        } else {
-            siteOrigins = []
-        }
+        if let text = value(.siteOrigins) { siteOrigins = try Self.origins(text, .siteOrigins) } else { siteOrigins = [] }
 
         // TOKENSIGNIN_SIGNIN_REDIRECT
         signInRedirect = value(.signInRedirect) ?? "/"
         guard Self.isAcceptableRedirect(signInRedirect, siteOrigins: siteOrigins) else {
             throw Self.invalid("\(Setting.signInRedirect.variable) must be a path starting with a single '/' or an https URL on one of \(Setting.siteOrigins.variable), got '\(signInRedirect)'")
+        }
+
+        // TOKENSIGNIN_WEB_FORM_ORIGINS
+        // Replaces Google's origin: a development stand-in (scripts/local-run) is the only other page to allow.
+        if let text = value(.webFormOrigins) {
+            webFormOrigins = try Self.origins(text, .webFormOrigins)
+        } else {
+            webFormOrigins = [OriginCheck.google]
         }
 
         // TOKENSIGNIN_SQL_DIR
@@ -264,6 +260,7 @@ public struct Configuration: Sendable, Equatable {
         case cookieName = "COOKIE_NAME"
         case siteOrigins = "SITE_ORIGINS"
         case signInRedirect = "SIGNIN_REDIRECT"
+        case webFormOrigins = "WEB_FORM_ORIGINS"
         case maxSessionsPerUser = "MAX_SESSIONS_PER_USER"
         case sqlDirectory = "SQL_DIR"
 
@@ -288,6 +285,7 @@ public struct Configuration: Sendable, Equatable {
             case .cookieName: "session cookie name (default \(Configuration.defaultCookieName))"
             case .siteOrigins: "comma-separated origins of the site, e.g. https://example.com (default: none)"
             case .signInRedirect: "303 target of the web form flow: /path or https URL on a site origin (default /)"
+            case .webFormOrigins: "comma-separated origins that may post the web form (default \(OriginCheck.google))"
             case .maxSessionsPerUser: "live sessions per user; a sign-in beyond revokes the oldest (default 100)"
             case .sqlDirectory: "migration files for `tokensignin migrate` (default ./sql)"
             }
@@ -359,6 +357,21 @@ public struct Configuration: Sendable, Equatable {
     static func decimal(_ text: some StringProtocol) -> Int64? {
         guard !text.isEmpty, text.utf8.count <= 18, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
         return Int64(text)
+    }
+
+    /// A comma-separated list of origins, each `https` or `http` on a loopback host.
+    static func origins(_ text: String, _ setting: Setting) throws(SignInError) -> [Origin] {
+        var origins: [Origin] = []
+        for item in try list(text, setting) {
+            guard let origin = Origin(parsing: item) else {
+                throw invalid("\(setting.variable) has a malformed origin (want scheme://host[:port], no path): '\(item)'")
+            }
+            guard origin.scheme == "https" || origin.isLoopback else {
+                throw invalid("\(setting.variable) has an http origin that is not loopback (use https): '\(item)'")
+            }
+            origins.append(origin)
+        }
+        return origins
     }
 
     /// A comma-separated list, items trimmed; an empty item is an error naming the setting.

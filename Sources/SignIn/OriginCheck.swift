@@ -85,8 +85,9 @@ public struct Origin: Hashable, Sendable, CustomStringConvertible {
 /// 2. No `Origin` header: allowed only if `Sec-Fetch-Site: same-origin`.
 /// 3. Anything else is refused (no `Origin` and no or another `Sec-Fetch-Site`, a malformed `Origin`).
 ///
-/// It is NOT applied to `POST /tokensignin`: Google's web form posts cross-site from accounts.google.com
-/// and is protected by the `g_csrf_token` double-submit cookie instead.
+/// `decide` is NOT applied to `POST /tokensignin`: Google's web form posts cross-site from one of
+/// `webFormOrigins` (accounts.google.com) and is protected by the `g_csrf_token` double-submit cookie instead;
+/// `decideTokenPost` is the lighter rule for it.
 public struct OriginCheck: Sendable {
     /// The outcome, with the reason for logs when refused.
     public enum Decision: Hashable, Sendable {
@@ -95,9 +96,12 @@ public struct OriginCheck: Sendable {
     }
 
     public let siteOrigins: Set<Origin>
+    /// The pages that may post the Sign in with Google web form cross-site: Google's own, unless configured.
+    public let webFormOrigins: Set<Origin>
 
-    public init(siteOrigins: [Origin]) {
+    public init(siteOrigins: [Origin], webFormOrigins: [Origin] = [OriginCheck.google]) {
         self.siteOrigins = Set(siteOrigins)
+        self.webFormOrigins = Set(webFormOrigins)
     }
 
     /// Decides from the raw header values (`nil` when the header is absent).
@@ -117,14 +121,16 @@ public struct OriginCheck: Sendable {
     /// The login-CSRF guard for `POST /tokensignin` with a `.json` or `.form` body: a browser always sends
     /// `Origin` on a POST, native apps do not. Allowed when there is no `Origin` (a native client) or it is a
     /// site origin; refused otherwise, so another site cannot post its own ID token from a victim's browser
-    /// and sign the victim into the attacker's account. Not for `.webForm`, which Google posts cross-site
-    /// and the `g_csrf_token` cookie protects.
+    /// and sign the victim into the attacker's account. The web form (`webForm`) is posted cross-site by
+    /// Google's page, so `webFormOrigins` are allowed for it as well; its `g_csrf_token` cookie protects it.
     public func decideTokenPost(origin: String?, webForm: Bool = false) -> Decision {
         guard let origin else { return .allowed }
-        if webForm, Origin(parsing: origin) == Self.google { return .allowed }
+        if webForm, let parsed = Origin(parsing: origin.trimmingASCIIWhitespace()), webFormOrigins.contains(parsed) {
+            return .allowed
+        }
         return decide(origin: origin, secFetchSite: nil)
     }
 
     /// Sign in with Google's redirect mode posts the web form from Google's own page.
-    static let google = Origin(parsing: "https://accounts.google.com")!
+    public static let google = Origin(parsing: "https://accounts.google.com")!
 }

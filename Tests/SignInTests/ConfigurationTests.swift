@@ -25,6 +25,7 @@ private func rendered(_ config: Configuration, _ setting: Configuration.Setting)
     case .cookieName: config.cookieName
     case .siteOrigins: config.siteOrigins.map(\.description).joined(separator: "|")
     case .signInRedirect: config.signInRedirect
+    case .webFormOrigins: config.webFormOrigins.map(\.description).joined(separator: "|")
     case .maxSessionsPerUser: String(config.maxSessionsPerUser)
     case .sqlDirectory: config.sqlDirectory
     }
@@ -44,6 +45,7 @@ private func rendered(_ config: Configuration, _ setting: Configuration.Setting)
         (.cookieName, "__Host-tokensignin"),
         (.siteOrigins, ""),
         (.signInRedirect, "/"),
+        (.webFormOrigins, "https://accounts.google.com"),
         (.maxSessionsPerUser, "100"),
         (.sqlDirectory, "sql"),
     ])
@@ -82,6 +84,7 @@ private func rendered(_ config: Configuration, _ setting: Configuration.Setting)
         (.cookieName, "env_cookie", "sid", "sid"),
         (.siteOrigins, "https://env.example", "HTTPS://Example.com:443,http://localhost:8080", "https://example.com|http://localhost:8080"),
         (.signInRedirect, "/env", "/welcome?x=1", "/welcome?x=1"),
+        (.webFormOrigins, "https://env.example", "https://localhost:8444, https://accounts.google.com", "https://localhost:8444|https://accounts.google.com"),
         (.maxSessionsPerUser, "5", "7", "7"),
         (.sqlDirectory, "/env/sql", "/usr/share/tokensignin/sql", "/usr/share/tokensignin/sql"),
     ])
@@ -104,7 +107,7 @@ private func rendered(_ config: Configuration, _ setting: Configuration.Setting)
             "TOKENSIGNIN_CLIENT_IDS", "TOKENSIGNIN_JWKS_URL", "TOKENSIGNIN_JWKS_FILE", "TOKENSIGNIN_LISTEN",
             "TOKENSIGNIN_WORKERS", "TOKENSIGNIN_HOSTED_DOMAINS", "TOKENSIGNIN_CLOCK_SKEW", "TOKENSIGNIN_DATABASE_URL",
             "TOKENSIGNIN_SESSION_TTL", "TOKENSIGNIN_SESSION_IDLE_TTL", "TOKENSIGNIN_COOKIE_NAME",
-            "TOKENSIGNIN_SITE_ORIGINS", "TOKENSIGNIN_SIGNIN_REDIRECT", "TOKENSIGNIN_MAX_SESSIONS_PER_USER",
+            "TOKENSIGNIN_SITE_ORIGINS", "TOKENSIGNIN_SIGNIN_REDIRECT", "TOKENSIGNIN_WEB_FORM_ORIGINS", "TOKENSIGNIN_MAX_SESSIONS_PER_USER",
             "TOKENSIGNIN_SQL_DIR",
         ])
         #expect(Configuration.Setting.clientIDs.flag == "--client-ids")
@@ -157,6 +160,8 @@ private func rendered(_ config: Configuration, _ setting: Configuration.Setting)
         ("TOKENSIGNIN_DATABASE_URL", "postgresql://app:s3cret@[::1/signin", "TOKENSIGNIN_DATABASE_URL is not a URL libpq accepts: end of string reached when looking for matching \"]\" in IPv6 host address in URI: \"postgresql://app:***@[::1/signin\""),
         ("TOKENSIGNIN_COOKIE_NAME", "a;b", "TOKENSIGNIN_COOKIE_NAME must be a token (letters, digits and !#$%&'*+-.^_`|~), got 'a;b'"),
         ("TOKENSIGNIN_SITE_ORIGINS", "https://example.com/", "TOKENSIGNIN_SITE_ORIGINS has a malformed origin (want scheme://host[:port], no path): 'https://example.com/'"),
+        ("TOKENSIGNIN_WEB_FORM_ORIGINS", "accounts.google.com", "TOKENSIGNIN_WEB_FORM_ORIGINS has a malformed origin (want scheme://host[:port], no path): 'accounts.google.com'"),
+        ("TOKENSIGNIN_WEB_FORM_ORIGINS", "http://standin.example", "TOKENSIGNIN_WEB_FORM_ORIGINS has an http origin that is not loopback (use https): 'http://standin.example'"),
         ("TOKENSIGNIN_MAX_SESSIONS_PER_USER", "0", "TOKENSIGNIN_MAX_SESSIONS_PER_USER must be a whole number (1...10000), got '0'"),
         ("TOKENSIGNIN_SIGNIN_REDIRECT", "//evil.example", "TOKENSIGNIN_SIGNIN_REDIRECT must be a path starting with a single '/' or an https URL on one of TOKENSIGNIN_SITE_ORIGINS, got '//evil.example'"),
     ])
@@ -205,6 +210,9 @@ private func rendered(_ config: Configuration, _ setting: Configuration.Setting)
         ("TOKENSIGNIN_SITE_ORIGINS", "https://example.com:99999"),
         ("TOKENSIGNIN_SITE_ORIGINS", "https://example.com?x"),
         ("TOKENSIGNIN_SITE_ORIGINS", "ftp://example.com"),
+        ("TOKENSIGNIN_WEB_FORM_ORIGINS", "https://accounts.google.com/"),
+        ("TOKENSIGNIN_WEB_FORM_ORIGINS", "https://accounts.google.com,"),
+        ("TOKENSIGNIN_WEB_FORM_ORIGINS", "null"),
         ("TOKENSIGNIN_SIGNIN_REDIRECT", "/\\evil.example"),
         ("TOKENSIGNIN_SIGNIN_REDIRECT", "welcome"),
         ("TOKENSIGNIN_SIGNIN_REDIRECT", "https://evil.example/"),

@@ -95,6 +95,26 @@ private let check = OriginCheck(siteOrigins: [Origin(parsing: "https://example.c
         }
     }
 
+    /// (Origin header, allowed): a configured stand-in replaces Google's origin for the web form, and only for it.
+    @Test(arguments: [
+        ("https://localhost:8444", true),
+        ("https://LOCALHOST:8444", true),
+        ("https://example.com", true),
+        ("https://accounts.google.com", false),
+        ("https://localhost:8445", false),
+        ("http://localhost:8444", false),
+        (nil, true),
+    ] as [(String?, Bool)])
+    func configuredWebFormOriginReplacesGoogles(origin: String?, allowed: Bool) {
+        let standIn = OriginCheck(siteOrigins: [Origin(parsing: "https://example.com")!],
+                                  webFormOrigins: [Origin(parsing: "https://localhost:8444")!])
+        #expect((standIn.decideTokenPost(origin: origin, webForm: true) == .allowed) == allowed)
+        if origin == "https://localhost:8444" {
+            #expect(standIn.decideTokenPost(origin: origin) != .allowed, "the stand-in's origin is for the web form only")
+            #expect(standIn.decide(origin: origin, secFetchSite: nil) != .allowed, "nor for cookie-authenticated changes")
+        }
+    }
+
     @Test func noSiteOriginsAllowsOnlySameOriginFetches() {
         let empty = OriginCheck(siteOrigins: [])
         #expect(!(empty.decide(origin: "https://example.com", secFetchSite: nil) == .allowed))

@@ -223,6 +223,34 @@ extension Response {
         #expect(h.store.sessions.isEmpty)
     }
 
+    /// (TOKENSIGNIN_WEB_FORM_ORIGINS, Origin of the web form post, status): Google's page by default; a configured
+    /// stand-in (development) instead; never another site. A refusal writes nothing.
+    @Test(arguments: [
+        (nil, "https://accounts.google.com", 303),
+        (nil, "https://localhost:8444", 403),
+        ("https://localhost:8444", "https://localhost:8444", 303),
+        ("https://localhost:8444", "https://accounts.google.com", 403),
+        ("https://localhost:8444", "https://localhost:8445", 403),
+        ("https://localhost:8444", "https://app.example", 303),
+    ] as [(String?, String, Int)])
+    func webFormIsAcceptedFromTheConfiguredWebFormOrigins(configured: String?, origin: String, status: Int) throws {
+        let h = try RouteHarness(environment: configured.map { ["TOKENSIGNIN_WEB_FORM_ORIGINS": $0] } ?? [:])
+        let answer = h.request("POST", "/tokensignin", headers: ["Cookie": "g_csrf_token=abc", "Origin": origin],
+                               contentType: "application/x-www-form-urlencoded", body: "credential=good-ada&g_csrf_token=abc")
+        #expect(answer.status == status, "\(answer.text)")
+        if status == 403 {
+            #expect(answer.errorCode == "csrf_check_failed")
+            #expect(h.store.sessions.isEmpty)
+        }
+    }
+
+    @Test func webFormOriginDoesNotAllowAJSONTokenPost() throws {
+        let h = try RouteHarness(environment: ["TOKENSIGNIN_WEB_FORM_ORIGINS": "https://localhost:8444"])
+        let answer = h.signIn("good-ada", headers: ["Origin": "https://localhost:8444"])
+        #expect(answer.status == 403 && answer.errorCode == "csrf_check_failed")
+        #expect(h.store.sessions.isEmpty)
+    }
+
     @Test func bodyOverTheCapIs413() throws {
         let h = try RouteHarness()
         let answer = h.request("POST", "/tokensignin", contentType: "application/json", bodyTooLarge: true)
