@@ -4,23 +4,14 @@ import Synchronization
 @testable import IDToken
 
 enum KeyCacheFixtures {
-    /// A real RSA-2048 modulus (Google's, from shared/testdata) so the real KeySet accepts the documents too.
+    /// A real RSA-2048 modulus (Google's, from Vectors/google) so the real KeySet accepts the documents too;
+    /// "" when the vector is missing, which fails every test that loads a document (and names the file there).
     static let modulus: String = {
         struct Document: Decodable { struct Key: Decodable { var n: String }; var keys: [Key] }
-        let data = try! Data(contentsOf: URL(fileURLWithPath: testdata("google/federated_keys.json")))
-        return try! JSONDecoder().decode(Document.self, from: data).keys[0].n
+        guard let bytes = try? TestData.bytes("google/federated_keys.json"),
+              let document = try? JSONDecoder().decode(Document.self, from: Data(bytes)) else { return "" }
+        return document.keys.first?.n ?? ""
     }()
-
-    /// `<repo>/../shared/testdata/<file>`, else `/work/shared/testdata/<file>`.
-    static func testdata(_ file: String) -> String {
-        var folder = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-        while folder.path != "/" {
-            let candidate = folder.appendingPathComponent("../shared/testdata").standardized.path
-            if FileManager.default.fileExists(atPath: candidate + "/" + file) { return candidate + "/" + file }
-            folder = folder.deletingLastPathComponent()
-        }
-        return "/work/shared/testdata/" + file
-    }
 
     static func jwks(_ kids: [String]) -> String {
         let keys = kids.map { #"{"kty":"RSA","alg":"RS256","use":"sig","e":"AQAB","kid":"\#($0)","n":"\#(modulus)"}"# }
