@@ -59,8 +59,4 @@ extension IDTokenError.Code {
     public static let duplicateKid = Self("duplicate_kid")
     public static let invalidKeySet = Self("invalid_key_set")
     public static let keysUnavailable = Self("keys_unavailable")
-    // Development keys (DevelopmentKey only).
-    public static let keyGenerationFailed = Self("key_generation_failed")
-    public static let signingFailed = Self("signing_failed")
-    public static let badPrivateKey = Self("bad_private_key")
 }

@@ -239,30 +239,4 @@ enum ECDSASignature {
         return [0x02, UInt8(content.count)] + content
     }
 
-    /// 64 bytes r‖s from a DER ECDSA-Sig-Value (used when signing development tokens).
-    static func raw(fromDER der: [UInt8]) -> [UInt8]? {
-        var i = 0
-        func readLength() -> Int? {
-            guard i < der.count else { return nil }
-            let b = der[i]; i += 1
-            if b < 0x80 { return Int(b) }
-            guard b == 0x81, i < der.count else { return nil }
-            let l = Int(der[i]); i += 1
-            return l
-        }
-        guard der.count > 2, der[0] == 0x30 else { return nil }
-        i = 1
-        guard let total = readLength(), total == der.count - i else { return nil }
-        var out: [UInt8] = []
-        for _ in 0..<2 {
-            guard i < der.count, der[i] == 0x02 else { return nil }
-            i += 1
-            guard let l = readLength(), l > 0, i + l <= der.count else { return nil }
-            let value = Array(der[i..<(i + l)].drop(while: { $0 == 0 }))
-            guard value.count <= 32 else { return nil }
-            out += [UInt8](repeating: 0, count: 32 - value.count) + value
-            i += l
-        }
-        return i == der.count ? out : nil
-    }
 }

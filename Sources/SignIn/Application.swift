@@ -1,5 +1,6 @@
 // The responder: routes each FastCGI request to sign-in, the session check, sign-out or the devices list.
 import FastCGI
+import GoogleKeys
 import IDToken
 import Store
 

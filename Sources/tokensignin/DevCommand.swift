@@ -2,8 +2,8 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import IDToken
 import SignIn
+import Signing
 
 func devCommand(_ args: ArraySlice<String>) -> Int32 {
     do throws(UsageError) {
@@ -34,7 +34,7 @@ private func devKeygen(_ args: ArraySlice<String>) throws(UsageError) -> Int32 {
         return ExitCode.invalid
     }
     let key: DevelopmentKey
-    do throws(IDTokenError) { key = try DevelopmentKey.generate(kind) } catch {
+    do throws(SigningError) { key = try DevelopmentKey.generate(kind) } catch {
         printError("tokensignin dev keygen: \(error.code.name)")
         return ExitCode.invalid
     }
@@ -65,7 +65,7 @@ private func devToken(_ args: ArraySlice<String>) throws(UsageError) -> Int32 {
         return ExitCode.invalid
     }
     let key: DevelopmentKey
-    do throws(IDTokenError) { key = try DevelopmentKey(pem: String(decoding: pem, as: UTF8.self)) } catch {
+    do throws(SigningError) { key = try DevelopmentKey(pem: String(decoding: pem, as: UTF8.self)) } catch {
         printError("tokensignin dev token: \(error.code.name)")
         return ExitCode.invalid
     }

@@ -1,4 +1,5 @@
 // `tokensignin verify`: checks one ID token offline; exit 0 claims on stdout, 1 invalid, 2 usage, 3 no keys.
+import GoogleKeys
 import IDToken
 
 func verifyCommand(_ args: ArraySlice<String>) -> Int32 {
@@ -61,7 +62,7 @@ func verifyCommand(_ args: ArraySlice<String>) -> Int32 {
         } else if let file = environment("TOKENSIGNIN_JWKS_FILE") {
             keys = try loadKeySet(file: file)
         } else {
-            keys = try fetchKeySet(url: environment("TOKENSIGNIN_JWKS_URL") ?? "https://www.googleapis.com/oauth2/v3/certs")
+            keys = try fetchKeySet(url: environment("TOKENSIGNIN_JWKS_URL") ?? KeySource.googleURL)
         }
     } catch {
         printError("keys unavailable: \(error.code.name)\(error.detail.isEmpty ? "" : " (\(error.detail))")")

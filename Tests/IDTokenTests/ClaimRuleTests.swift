@@ -1,5 +1,6 @@
 // The Google claim policy: every acceptance and rejection rule, by name, as parameterised tables.
 import IDToken
+import Signing
 import Testing
 
 struct ClaimCase: Sendable, CustomTestStringConvertible {

@@ -1,6 +1,7 @@
 // Shared fixtures for IDToken tests: the published vectors, generated development keys, token builders.
 import Foundation
 import IDToken
+import Signing
 import Testing
 
 /// The published vectors in `Vectors/` beside this file (sources and licences in Vectors/README.md). A missing

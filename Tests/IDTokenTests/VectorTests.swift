@@ -1,6 +1,7 @@
 // Published vectors: Wycheproof (JWS, JWK, raw RS256 and ES256), a real Google ID token, and RFC 7520 example 4.1.
 import Foundation
 @testable import IDToken
+import Signing
 import Testing
 
 // MARK: - Wycheproof json_web_signature_test.json

@@ -1,4 +1,5 @@
 // The shared cache of Google's signing keys: fetched once, refreshed ahead of expiry, served stale on errors.
+import IDToken
 import Synchronization
 
 #if canImport(Glibc)
@@ -12,7 +13,8 @@ public enum KeySource: Sendable, Hashable {
     /// A JWKS URL: `https://`, or `http://` to a loopback host only (tests, a local sidecar).
     case url(String)
 
-    /// Google's JWKS endpoint for ID tokens.
+    /// Google's JWKS endpoint: the keys of ID tokens and of Cross-Account Protection security event tokens.
+    /// The one place this URL is written (configuration defaults and `tokensignin verify` use it).
     public static let googleURL = "https://www.googleapis.com/oauth2/v3/certs"
     public static let google = KeySource.url(googleURL)
 
@@ -20,8 +22,15 @@ public enum KeySource: Sendable, Hashable {
     public var configurationProblem: String? {
         switch self {
         case .file(let path): path.isEmpty ? "empty JWKS file path" : nil
-        case .url(let url): KeyFetch.urlProblem(url)
+        case .url(let url): Self.urlProblem(url)
         }
+    }
+
+    /// nil when `url` may be fetched: `https://` to any host, `http://` only to a loopback host (tests, a local
+    /// sidecar), never with user information; otherwise why not. libcurl's own URL parser decides, so the check
+    /// and the fetch cannot read a URL differently.
+    public static func urlProblem(_ url: String) -> String? {
+        KeyFetch.urlProblem(url)
     }
 }
 

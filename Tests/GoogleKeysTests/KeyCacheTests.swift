@@ -2,7 +2,8 @@
 // single flight, and the HTTP fetcher's limits, against a scripted loader and a real local HTTP server.
 import Foundation
 import Testing
-@testable import IDToken
+@testable import GoogleKeys
+import IDToken
 
 private typealias F = KeyCacheFixtures
 
@@ -55,6 +56,15 @@ private func keysUnavailable(_ body: () throws(IDTokenError) -> KeySet) -> IDTok
         ("ftp://127.0.0.1/certs", false),
         ("file:///etc/passwd", false),
         ("not a url", false),
+        ("https://user@www.googleapis.com/oauth2/v3/certs", false),
+        ("https://accounts.google.com:pw@evil.example/certs", false),
+        ("http://localhost.evil.example/certs", false),
+        ("https://", false),
+        ("https://:443/certs", false),
+        ("https://exa mple.com/", false),
+        ("https://ex\u{E4}mple.com/certs", false),
+        ("www.googleapis.com/oauth2/v3/certs", false),
+        ("HTTPS://keys.example:8443/jwks?x=1", true),
     ])
     func onlyHTTPSOrLoopbackHTTPIsAllowed(url: String, allowed: Bool) {
         #expect((KeySource.url(url).configurationProblem == nil) == allowed)

@@ -1,16 +1,16 @@
 // Shared pieces for the key-cache tests: JWKS documents with chosen kids, tokens naming a kid, a manual clock.
 import Foundation
 import Synchronization
-@testable import IDToken
+@testable import GoogleKeys
+import IDToken
+import Signing
 
 enum KeyCacheFixtures {
-    /// A real RSA-2048 modulus (Google's, from Vectors/google) so the real KeySet accepts the documents too;
-    /// "" when the vector is missing, which fails every test that loads a document (and names the file there).
+    /// A real RSA-2048 modulus, so the real KeySet accepts the documents too ("" if key generation failed,
+    /// which fails every test that loads a document).
     static let modulus: String = {
-        struct Document: Decodable { struct Key: Decodable { var n: String }; var keys: [Key] }
-        guard let bytes = try? TestData.bytes("google/federated_keys.json"),
-              let document = try? JSONDecoder().decode(Document.self, from: Data(bytes)) else { return "" }
-        return document.keys.first?.n ?? ""
+        guard let jwk = (try? DevelopmentKey.generate(.rsa2048))?.publicJWK, let r = jwk.range(of: "\"n\":\"") else { return "" }
+        return String(jwk[r.upperBound...].prefix { $0 != "\"" })
     }()
 
     static func jwks(_ kids: [String]) -> String {

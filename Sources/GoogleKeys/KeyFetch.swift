@@ -1,5 +1,6 @@
 // Loading a JWKS document: one bounded, redirect-free libcurl GET (or a local file read), plus its freshness.
 import CCurl
+import IDToken
 
 #if canImport(Glibc)
 import Glibc
@@ -67,6 +68,8 @@ enum KeyFetch {
     }
 
     private static func scheme(of url: String) -> (scheme: String, problem: String?) {
+        // Printable ASCII only: what an operator types, and nothing libcurl might normalise (IDN, spaces).
+        guard url.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else { return ("", "not a valid URL (spaces or non-ASCII characters)") }
         guard let handle = curl_url() else { return ("", "out of memory") }
         defer { curl_url_cleanup(handle) }
         guard curl_url_set(handle, CURLUPART_URL, url, 0) == CURLUE_OK else { return ("", "not a valid URL") }
@@ -76,7 +79,9 @@ enum KeyFetch {
             defer { curl_free(value) }
             return String(cString: value).lowercased()
         }
-        switch (part(CURLUPART_SCHEME), part(CURLUPART_HOST)) {
+        // `https://user@host` hides the real host from a reader (`https://accounts.google.com@evil.example`).
+        if part(CURLUPART_USER) != nil || part(CURLUPART_PASSWORD) != nil { return ("", "user information is not allowed in the URL") }
+        switch (part(CURLUPART_SCHEME), part(CURLUPART_HOST).flatMap { $0.isEmpty ? nil : $0 }) {
         case ("https", _?): return ("https", nil)
         case ("http", let host?) where loopbackHosts.contains(host): return ("http", nil)
         case ("http", _): return ("http", "http:// is allowed only to a loopback host; use https://")
