@@ -1,41 +1,10 @@
-// The shared cache of Google's signing keys: fetched once, refreshed ahead of expiry, served stale on errors.
+// The process-wide cache of Google's signing keys: refreshed in the background, served stale on errors, never waited on long.
 import IDToken
 import Synchronization
 
-#if canImport(Glibc)
-import Glibc
-#endif
-
-/// Where the signing keys come from.
-public enum KeySource: Sendable, Hashable {
-    /// A local JWKS file, read at the first use and again (cooldown permitting) on an unknown kid. Never HTTP.
-    case file(String)
-    /// A JWKS URL: `https://`, or `http://` to a loopback host only (tests, a local sidecar).
-    case url(String)
-
-    /// Google's JWKS endpoint: the keys of ID tokens and of Cross-Account Protection security event tokens.
-    /// The one place this URL is written (configuration defaults and `tokensignin verify` use it).
-    public static let googleURL = "https://www.googleapis.com/oauth2/v3/certs"
-    public static let google = KeySource.url(googleURL)
-
-    /// A message for the operator when this source can never work (a non-https URL), nil when it may.
-    public var configurationProblem: String? {
-        switch self {
-        case .file(let path): path.isEmpty ? "empty JWKS file path" : nil
-        case .url(let url): Self.urlProblem(url)
-        }
-    }
-
-    /// nil when `url` may be fetched: `https://` to any host, `http://` only to a loopback host (tests, a local
-    /// sidecar), never with user information; otherwise why not. libcurl's own URL parser decides, so the check
-    /// and the fetch cannot read a URL differently.
-    public static func urlProblem(_ url: String) -> String? {
-        KeyFetch.urlProblem(url)
-    }
-}
-
-/// Google's public keys for the whole process: worker threads call `verify` or `currentKeys` and block only
-/// when there is nothing usable to serve. See docs/keys.md for the behaviour operators rely on.
+/// Google's public keys for the whole process. Worker threads call `verify` (or `currentKeys`); every fetch runs on
+/// a background thread. A request never waits for a fetch while usable keys exist (fresh, or stale within the
+/// grace), and otherwise waits at most `Settings.maxWait`. See docs/keys.md for the behaviour operators rely on.
 public final class KeyCache: Sendable {
     /// The tunables; the defaults suit Google's endpoint (max-age of several hours).
     public struct Settings: Sendable {
@@ -52,6 +21,9 @@ public final class KeyCache: Sendable {
         public var failureRetryInterval: Duration = .seconds(10)
         /// How long past expiry the last good keys are still served while refreshes fail.
         public var staleGrace: Duration = .seconds(86_400)
+        /// The longest a request waits for a fetch (real time): only when no usable keys are loaded, or for the
+        /// refetch its unknown kid started. Then it is answered `keys_unavailable` while the fetch goes on.
+        public var maxWait: Duration = .seconds(1)
         public var maxBodyBytes: Int = 1 << 20
         public var connectTimeout: Duration = .seconds(5)
         /// The whole fetch, connect included.
@@ -92,24 +64,16 @@ public final class KeyCache: Sendable {
 
     public convenience init(source: KeySource = .google, settings: Settings = Settings(),
                             clock: @escaping @Sendable () -> Duration = KeyCache.systemClock) {
-        let limits = FetchLimits(maxBodyBytes: settings.maxBodyBytes,
-                                 connectTimeoutMilliseconds: Self.milliseconds(settings.connectTimeout),
-                                 totalTimeoutMilliseconds: Self.milliseconds(settings.totalTimeout))
-        switch source {
-        case .file(let path):
-            self.init(settings: settings, clock: clock, fileSource: true) { () throws(KeyFetchFailure) in
-                try KeyFetch.document(path: path, limit: limits.maxBodyBytes)
-            }
-        case .url(let url):
-            self.init(settings: settings, clock: clock, fileSource: false) { () throws(KeyFetchFailure) in
-                try KeyFetch.document(url: url, limits: limits)
-            }
+        let limits = FetchLimits(settings)
+        let fileSource = if case .file = source { true } else { false }
+        self.init(settings: settings, clock: clock, fileSource: fileSource) { () throws(KeyFetchFailure) in
+            try KeyFetch.document(from: source, limits: limits)
         }
     }
 
     /// The cache over any loader (tests inject one); a file source's keys never expire by time.
-    init(settings: Settings, clock: @escaping @Sendable () -> Duration, fileSource: Bool,
-         load: @escaping @Sendable () throws(KeyFetchFailure) -> KeyDocument) {
+    package init(settings: Settings, clock: @escaping @Sendable () -> Duration, fileSource: Bool,
+                 load: @escaping @Sendable () throws(KeyFetchFailure) -> KeyDocument) {
         self.settings = settings
         self.clock = clock
         self.load = load
@@ -123,24 +87,35 @@ public final class KeyCache: Sendable {
             guard state.entry == nil, state.flight == nil else { return nil }
             return state.beginFlight(at: now)
         }
-        if let flight { runInBackground(flight) }
+        if let flight { launch(flight) }
     }
 
-    /// The keys to verify with now. Blocks only when none are usable (cold start, or expired and a fetch is due);
-    /// throws `.keysUnavailable` when there are none and a fetch failed (retryable, not the token's fault).
+    /// The keys to verify with now. Waits (at most `maxWait`) only when none are usable; throws `keys_unavailable`
+    /// when there are none (retryable: not the token's fault).
     public func currentKeys() throws(IDTokenError) -> KeySet {
-        try currentEntry().keys
+        try usableEntry().get().keys
     }
 
-    /// Verifies `token` with the current keys; on `unknown_kid`, refetches once (cooldown permitting) and retries.
+    /// Verifies an ID token with the current keys (and, for an unknown kid, with a refetched set; see `verify(_:)`).
     public func verify(_ token: String, with verifier: Verifier, now: Int64) -> Result<VerifiedToken, IDTokenError> {
+        verify { keys in verifier.verify(token, keys: keys, now: now) }
+    }
+
+    /// Runs `check` with the current keys. When it fails with `unknown_kid`, and no fetch is in flight, no unknown-kid
+    /// refetch happened within the cooldown and no fetch failed within the retry interval, one background refetch
+    /// starts; `check` runs again on its keys if they arrive within `maxWait`. Otherwise the refusal stands at once
+    /// (`unknown_kid`), or is `keys_unavailable` when the refetch failed or is still running after `maxWait`.
+    public func verify<Verified>(_ check: (KeySet) -> Result<Verified, IDTokenError>) -> Result<Verified, IDTokenError> {
         let entry: Entry
-        do { entry = try currentEntry() } catch { return .failure(error) }
-        let first = verifier.verify(token, keys: entry.keys, now: now)
+        switch usableEntry() {
+        case .success(let e): entry = e
+        case .failure(let e): return .failure(e)
+        }
+        let first = check(entry.keys)
         guard case .failure(let error) = first, error.code == .unknownKid else { return first }
         switch refetchForUnknownKid(seen: entry.generation) {
-        case .keys(let keys): return verifier.verify(token, keys: keys, now: now)
-        case .coolingDown: return first
+        case .keys(let keys): return check(keys)
+        case .refused: return first
         case .failed(let error): return .failure(error)
         }
     }
@@ -156,19 +131,36 @@ public final class KeyCache: Sendable {
         }
     }
 
-    // MARK: - The state machine
-
-    /// One loaded key set. `generation` grows with every successful load.
-    private struct Entry: Sendable {
-        var keys: KeySet
-        var generation: Int
-        var fetchedAt: Duration
-        var refreshAt: Duration
-        var expiresAt: Duration
-        var staleUntil: Duration
+    /// Waits (real time, at most `timeout`) for the fetch in flight, if any, to publish its outcome; true when none
+    /// is left in flight. For tests, which wait on this event instead of sleeping.
+    package func awaitFetch(timeout: Duration) -> Bool {
+        guard let flight = state.withLock({ $0.flight }) else { return true }
+        return flight.wait(timeout: timeout)
     }
 
-    private struct State: Sendable {
+    // MARK: - The state machine
+
+    /// One loaded key set, immutable once published: the hot path copies one reference under the lock.
+    private final class Entry: Sendable {
+        let keys: KeySet
+        /// Grows with every successful load.
+        let generation: Int
+        let fetchedAt: Duration
+        let refreshAt: Duration
+        let expiresAt: Duration
+        let staleUntil: Duration
+
+        init(keys: KeySet, generation: Int, fetchedAt: Duration, refreshAt: Duration, expiresAt: Duration, staleUntil: Duration) {
+            self.keys = keys
+            self.generation = generation
+            self.fetchedAt = fetchedAt
+            self.refreshAt = refreshAt
+            self.expiresAt = expiresAt
+            self.staleUntil = staleUntil
+        }
+    }
+
+    private struct State {
         var entry: Entry?
         var flight: Flight?
         var neverExpires = false
@@ -191,94 +183,102 @@ public final class KeyCache: Sendable {
         func mayRetry(at now: Duration, interval: Duration) -> Bool {
             lastFailureAt.map { now - $0 >= interval } ?? true
         }
+
+        /// The current keys if they may still be served at `now` (fresh, or stale within the grace).
+        func usable(at now: Duration) -> Entry? {
+            entry.flatMap { now < $0.staleUntil ? $0 : nil }
+        }
     }
 
-    private enum Step {
+    private enum Plan {
         case serve(Entry)
         case serveAndRefresh(Entry, Flight)
-        case join(Flight)
-        case lead(Flight)
+        /// No usable keys: wait for this flight (launching it first when it is new).
+        case wait(Flight, launch: Bool)
         case fail(IDTokenError)
     }
 
-    private func currentEntry() throws(IDTokenError) -> Entry {
-        var tookPart = false  // after one fetch (led or joined), serve what there is or fail: never loop
-        while true {
-            let now = clock()
-            let step: Step = state.withLock { state in
-                if let entry = state.entry, now < entry.expiresAt {
-                    guard now >= entry.refreshAt, state.flight == nil,
-                          state.mayRetry(at: now, interval: settings.failureRetryInterval) else { return .serve(entry) }
-                    return .serveAndRefresh(entry, state.beginFlight(at: now))
-                }
-                let usable = state.entry.flatMap { now < $0.staleUntil ? $0 : nil }
-                if !tookPart {
-                    // Expired: one request waits for the refetch; others keep the old keys meanwhile if they may.
-                    if let flight = state.flight { return usable.map { .serve($0) } ?? .join(flight) }
-                    if state.mayRetry(at: now, interval: settings.failureRetryInterval) {
-                        return .lead(state.beginFlight(at: now))
-                    }
-                }
-                if let usable { return .serve(usable) }
-                return .fail(state.lastError ?? IDTokenError(.keysUnavailable, "no keys loaded"))
+    private func usableEntry() -> Result<Entry, IDTokenError> {
+        let now = clock()
+        let plan: Plan = state.withLock { state in
+            // The hot path: fresh keys outside the refresh window.
+            if let entry = state.entry, now < entry.refreshAt { return .serve(entry) }
+            if let entry = state.usable(at: now) {
+                // In the refresh window, expired, or stale: refresh in the background, never wait.
+                guard state.flight == nil, state.mayRetry(at: now, interval: settings.failureRetryInterval) else { return .serve(entry) }
+                return .serveAndRefresh(entry, state.beginFlight(at: now))
             }
-            switch step {
-            case .serve(let entry): return entry
-            case .serveAndRefresh(let entry, let flight):
-                runInBackground(flight)
-                return entry
-            case .join(let flight): flight.wait()
-            case .lead(let flight): run(flight)
-            case .fail(let error): throw error
+            if let flight = state.flight { return .wait(flight, launch: false) }
+            if state.mayRetry(at: now, interval: settings.failureRetryInterval) { return .wait(state.beginFlight(at: now), launch: true) }
+            return .fail(state.lastError ?? IDTokenError(.keysUnavailable, "no keys loaded"))
+        }
+        switch plan {
+        case .serve(let entry):
+            return .success(entry)
+        case .serveAndRefresh(let entry, let flight):
+            launch(flight)
+            return .success(entry)
+        case .wait(let flight, let isNew):
+            if isNew { launch(flight) }
+            let finished = flight.wait(timeout: settings.maxWait)
+            let later = clock()
+            return state.withLock { state in
+                if let entry = state.usable(at: later) { return .success(entry) }
+                if !finished { return .failure(IDTokenError(.keysUnavailable, "no keys yet: the key fetch is still running")) }
+                return .failure(state.lastError ?? IDTokenError(.keysUnavailable, "no keys loaded"))
             }
-            tookPart = true
+        case .fail(let error):
+            return .failure(error)
         }
     }
 
     private enum UnknownKidOutcome {
         case keys(KeySet)
-        case coolingDown
+        case refused
         case failed(IDTokenError)
     }
 
-    /// One refetch for an unknown kid, shared with any fetch in flight, at most once per cooldown.
+    /// At most one refetch for an unknown kid per cooldown, never while another fetch is in flight or soon after a
+    /// failure; the request that starts it waits for it at most `maxWait`.
     private func refetchForUnknownKid(seen generation: Int) -> UnknownKidOutcome {
         let now = clock()
-        let step: Step = state.withLock { state in
-            if let entry = state.entry, entry.generation != generation { return .serve(entry) }  // newer keys already
-            if let flight = state.flight { return .join(flight) }
-            if let last = state.lastUnknownKidRefetchAt, now - last < settings.unknownKidCooldown {
-                return .fail(IDTokenError(.unknownKid, "refetch cooling down"))
-            }
+        let flight: Flight? = state.withLock { state in
+            if let entry = state.entry, entry.generation != generation { return nil }  // newer keys already: checked below
+            if state.flight != nil { return nil }
+            if let last = state.lastUnknownKidRefetchAt, now - last < settings.unknownKidCooldown { return nil }
+            guard state.mayRetry(at: now, interval: settings.failureRetryInterval) else { return nil }
             state.lastUnknownKidRefetchAt = now
             state.unknownKidRefetches += 1
-            return .lead(state.beginFlight(at: now))
+            return state.beginFlight(at: now)
         }
-        switch step {
-        case .serve(let entry): return .keys(entry.keys)
-        case .fail: return .coolingDown
-        case .join(let flight): flight.wait()
-        case .lead(let flight): run(flight)
-        case .serveAndRefresh: preconditionFailure("not a step of the unknown-kid path")
+        var finished = false
+        if let flight {
+            launch(flight)
+            finished = flight.wait(timeout: settings.maxWait)
         }
         return state.withLock { state in
             if let entry = state.entry, entry.generation != generation { return .keys(entry.keys) }
-            return .failed(state.lastError ?? IDTokenError(.keysUnavailable, "refetch failed"))
+            guard flight != nil else { return .refused }
+            if !finished { return .failed(IDTokenError(.keysUnavailable, "the key refetch for an unknown kid is still running")) }
+            return .failed(state.lastError ?? IDTokenError(.keysUnavailable, "the key refetch failed"))
         }
     }
 
-    /// Loads the keys on this thread, publishes the outcome, and wakes the flight's waiters.
+    /// Runs `flight` on a background thread; when no thread can be started, it fails like a fetch.
+    private func launch(_ flight: Flight) {
+        if !BackgroundThread.start({ [self] in run(flight) }) { publish(.failure(.noThread), of: flight) }
+    }
+
+    /// Loads the keys (on the background thread), publishes the outcome and wakes the flight's waiters.
     private func run(_ flight: Flight) {
-        let outcome: Result<(KeySet, Int64?), KeyFetchFailure>
         do throws(KeyFetchFailure) {
-            let document = try load()
-            let keys: KeySet
-            do { keys = try KeySet(jwks: document.body) } catch { throw .invalidKeySet(error.detail.isEmpty ? error.description : error.detail) }
-            guard !keys.keyIDs.isEmpty else { throw .invalidKeySet("no keys") }
-            outcome = .success((keys, document.freshFor))
+            publish(.success(try KeyFetch.keySet(from: load())), of: flight)
         } catch {
-            outcome = .failure(error)
+            publish(.failure(error), of: flight)
         }
+    }
+
+    private func publish(_ outcome: Result<(keys: KeySet, freshFor: Int64?), KeyFetchFailure>, of flight: Flight) {
         let now = clock()
         state.withLock { state in
             state.flight = nil
@@ -286,9 +286,8 @@ public final class KeyCache: Sendable {
             case .success(let (keys, freshFor)):
                 let start = flight.startedAt  // max-age counts from the request: stay on the safe side
                 let lifetime = state.neverExpires ? Duration.seconds(Int64.max / 4) : lifetime(freshFor)
-                let generation = (state.entry?.generation ?? 0) + 1
                 let expiresAt = start + lifetime
-                state.entry = Entry(keys: keys, generation: generation, fetchedAt: now,
+                state.entry = Entry(keys: keys, generation: (state.entry?.generation ?? 0) + 1, fetchedAt: now,
                                     refreshAt: expiresAt - lifetime * settings.refreshAheadFraction,
                                     expiresAt: expiresAt, staleUntil: expiresAt + settings.staleGrace)
                 state.lastFailureAt = nil
@@ -305,75 +304,5 @@ public final class KeyCache: Sendable {
     private func lifetime(_ freshFor: Int64?) -> Duration {
         let lifetime = freshFor.map { Duration.seconds($0) } ?? settings.defaultLifetime
         return min(max(lifetime, settings.minimumLifetime), settings.maximumLifetime)
-    }
-
-    /// Runs `flight` on a new detached thread; inline if no thread can be created.
-    private func runInBackground(_ flight: Flight) {
-        if !Thread.detach({ [self] in run(flight) }) { run(flight) }
-    }
-
-    private static func milliseconds(_ duration: Duration) -> Int {
-        let (seconds, attoseconds) = duration.components
-        return Int(seconds) * 1000 + Int(attoseconds / 1_000_000_000_000_000)
-    }
-}
-
-/// One fetch in progress; threads that need its outcome block on it until `finish()`.
-// SAFETY: `done` is read and written only with `mutex` held; the pthread objects live in stable heap memory
-// allocated in init and freed in deinit, which runs when no thread can still reach the flight.
-private final class Flight: @unchecked Sendable {
-    let startedAt: Duration
-    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
-    private let condition = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
-    private var done = false
-
-    init(startedAt: Duration) {
-        self.startedAt = startedAt
-        pthread_mutex_init(mutex, nil)
-        pthread_cond_init(condition, nil)
-    }
-
-    deinit {
-        pthread_cond_destroy(condition)
-        pthread_mutex_destroy(mutex)
-        condition.deallocate()
-        mutex.deallocate()
-    }
-
-    func wait() {
-        pthread_mutex_lock(mutex)
-        while !done { pthread_cond_wait(condition, mutex) }
-        pthread_mutex_unlock(mutex)
-    }
-
-    func finish() {
-        pthread_mutex_lock(mutex)
-        done = true
-        pthread_cond_broadcast(condition)
-        pthread_mutex_unlock(mutex)
-    }
-}
-
-/// A detached POSIX thread for background refreshes (blocking libcurl calls stay off Swift's cooperative pool).
-private enum Thread {
-    private final class Body {
-        let run: @Sendable () -> Void
-        init(_ run: @escaping @Sendable () -> Void) { self.run = run }
-    }
-
-    static func detach(_ run: @escaping @Sendable () -> Void) -> Bool {
-        let body = Unmanaged.passRetained(Body(run)).toOpaque()
-        var attributes = pthread_attr_t()
-        pthread_attr_init(&attributes)
-        defer { pthread_attr_destroy(&attributes) }
-        pthread_attr_setdetachstate(&attributes, Int32(PTHREAD_CREATE_DETACHED))
-        var thread = pthread_t()
-        let created = pthread_create(&thread, &attributes, { context in
-            guard let context else { return nil }
-            Unmanaged<Body>.fromOpaque(context).takeRetainedValue().run()
-            return nil
-        }, body)
-        if created != 0 { Unmanaged<Body>.fromOpaque(body).release() }
-        return created == 0
     }
 }

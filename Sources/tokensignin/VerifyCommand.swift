@@ -87,10 +87,9 @@ func loadKeySet(file: String) throws(IDTokenError) -> KeySet {
     return try KeySet(jwks: bytes)
 }
 
-/// TODO(merge): wire the KeyCache/KeyFetch fetcher (Sources/IDToken/KeyFetch*.swift) here.
-/// Until then a URL key source always reports keys as unavailable (exit 3).
+/// Fetches a JWKS once (no cache: the command verifies one token), within the key cache's size and time limits.
 func fetchKeySet(url: String) throws(IDTokenError) -> KeySet {
     let source = KeySource.url(url)
     if let problem = source.configurationProblem { throw IDTokenError(.keysUnavailable, problem) }
-    return try KeyCache(source: source).currentKeys()
+    return try source.loadKeySet()
 }
