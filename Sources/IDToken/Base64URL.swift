@@ -44,7 +44,7 @@ public enum Base64URL {
     }
 
     /// Decodes a slice of ASCII bytes (used on token segments without making Strings).
-    static func decode(bytes input: UnsafeRawBufferPointer) -> [UInt8]? {
+    package static func decode(bytes input: UnsafeRawBufferPointer) -> [UInt8]? {
         let n = input.count
         if n % 4 == 1 { return nil }
         let capacity = n / 4 * 3 + max(0, n % 4 - 1)

@@ -20,6 +20,8 @@ public struct KeySet: Sendable {
     }
 
     public static let maxDocumentBytes = 1 << 20
+    /// Entries of one document (Google lists two or three; each costs an OpenSSL key to build).
+    public static let maxKeys = 64
 
     /// The kids of the usable keys, sorted.
     public let keyIDs: [String]
@@ -58,7 +60,7 @@ public struct KeySet: Sendable {
         guard jwks.count <= Self.maxDocumentBytes else {
             throw IDTokenError(.invalidKeySet, "JWKS larger than \(Self.maxDocumentBytes) bytes")
         }
-        if let failure = jwks.withUnsafeBytes({ JSONPrecheck.check($0) }) {
+        if let failure = jwks.withUnsafeBytes({ JSONPrecheck.check($0, maxMembers: JSONPrecheck.maxNestedMembers) }) {
             throw IDTokenError(.invalidKeySet, "JWKS is not a well-formed JSON object (\(failure))")
         }
         let document: JWKSDocument
@@ -66,6 +68,9 @@ public struct KeySet: Sendable {
             document = try JSONDecoder().decode(JWKSDocument.self, from: Data(jwks))
         } catch {
             throw IDTokenError(.invalidKeySet, "JWKS does not decode as {\"keys\": [objects]}")
+        }
+        guard document.keys.count <= Self.maxKeys else {
+            throw IDTokenError(.invalidKeySet, "JWKS with \(document.keys.count) keys (at most \(Self.maxKeys))")
         }
         var loaded: [String: PublicKey] = [:]
         var rejected: [RejectedKey] = []
@@ -108,7 +113,7 @@ public struct KeySet: Sendable {
     public func contains(kid: String) -> Bool { keys[kid] != nil }
 
     /// The usable key for `kid`, or the reason there is none (exact lookup; never another key).
-    func key(for kid: String) -> Result<PublicKey, IDTokenError> {
+    package func key(for kid: String) -> Result<PublicKey, IDTokenError> {
         if let key = keys[kid] { return .success(key) }
         if let reason = rejectedByKid[kid] { return .failure(reason) }
         return .failure(IDTokenError(.unknownKid, "kid not in key set"))

@@ -1,6 +1,6 @@
 // Published vectors: Wycheproof (JWS, JWK, raw RS256 and ES256), a real Google ID token, and RFC 7520 example 4.1.
 import Foundation
-@testable import IDToken
+import IDToken
 import Signing
 import Testing
 
