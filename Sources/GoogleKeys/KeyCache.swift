@@ -101,6 +101,11 @@ public final class KeyCache: Sendable {
         verify { keys in verifier.verify(token, keys: keys, now: now) }
     }
 
+    /// Verifies a security event token (Cross-Account Protection) with the same keys and the same unknown-kid rule.
+    public func verify(_ token: String, with verifier: SecurityEventVerifier, now: Int64) -> Result<VerifiedSecurityEvent, IDTokenError> {
+        verify { keys in verifier.verify(token, keys: keys, now: now) }
+    }
+
     /// Runs `check` with the current keys. When it fails with `unknown_kid`, and no fetch is in flight, no unknown-kid
     /// refetch happened within the cooldown and no fetch failed within the retry interval, one background refetch
     /// starts; `check` runs again on its keys if they arrive within `maxWait`. Otherwise the refusal stands at once

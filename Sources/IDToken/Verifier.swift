@@ -164,44 +164,13 @@ struct Claims: Decodable {
 
     init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
-        // One keyed lookup per claim on the happy path; `contains` only to tell null from absent.
-        func string(_ key: CodingKeys) throws -> String? {
-            do {
-                if let v = try c.decodeIfPresent(String.self, forKey: key) { return v }
-            } catch {
-                throw ClaimTypeError(claim: key.rawValue)
-            }
-            if c.contains(key) { throw ClaimTypeError(claim: key.rawValue) }   // null
-            return nil
-        }
-        func time(_ key: CodingKeys) throws -> Int64? {
-            // A JSON number (fractions allowed by RFC 7519, truncated); strings, booleans and null are refused.
-            let d: Double
-            do {
-                guard let v = try c.decodeIfPresent(Double.self, forKey: key) else {
-                    if c.contains(key) { throw ClaimTypeError(claim: key.rawValue) }
-                    return nil
-                }
-                d = v
-            } catch {
-                throw ClaimTypeError(claim: key.rawValue)
-            }
-            guard d.isFinite, abs(d) < 9_007_199_254_740_992 else { throw ClaimTypeError(claim: key.rawValue) }
-            return Int64(d.rounded(.down))
-        }
-        iss = try string(.iss)
-        // `aud` is a string (Google) or an array of strings; try the common form first.
-        if let one = try? c.decodeIfPresent(String.self, forKey: .aud) {
-            aud = [one]
-        } else if c.contains(.aud) {
-            guard let many = try? c.decode([String].self, forKey: .aud) else { throw ClaimTypeError(claim: "aud") }
-            aud = many
-        }
-        exp = try time(.exp)
-        iat = try time(.iat)
-        nbf = try time(.nbf)
-        sub = try string(.sub)
-        email = try string(.email)
+        iss = try c.claimString(.iss)
+        aud = try c.claimAudience(.aud)
+        exp = try c.claimTime(.exp)
+        iat = try c.claimTime(.iat)
+        nbf = try c.claimTime(.nbf)
+        sub = try c.claimString(.sub)
+        email = try c.claimString(.email)
         // Google has sent both `true` and `"true"`.
         if let b = try? c.decodeIfPresent(Bool.self, forKey: .emailVerified) {
             emailVerified = b
@@ -211,12 +180,51 @@ struct Claims: Decodable {
             }
             emailVerified = s == "true"
         }
-        name = try string(.name)
-        givenName = try string(.givenName)
-        familyName = try string(.familyName)
-        picture = try string(.picture)
-        locale = try string(.locale)
-        hd = try string(.hd)
+        name = try c.claimString(.name)
+        givenName = try c.claimString(.givenName)
+        familyName = try c.claimString(.familyName)
+        picture = try c.claimString(.picture)
+        locale = try c.claimString(.locale)
+        hd = try c.claimString(.hd)
         hasEvents = c.contains(.events)
+    }
+}
+
+/// The claim types shared by ID tokens and security event tokens; a member of another JSON type throws ClaimTypeError.
+extension KeyedDecodingContainer {
+    /// A string claim; null or another type is refused. One keyed lookup on the happy path; `contains` only to
+    /// tell null from absent.
+    func claimString(_ key: Key) throws -> String? {
+        do {
+            if let v = try decodeIfPresent(String.self, forKey: key) { return v }
+        } catch {
+            throw ClaimTypeError(claim: key.stringValue)
+        }
+        if contains(key) { throw ClaimTypeError(claim: key.stringValue) }   // null
+        return nil
+    }
+
+    /// A time claim: a JSON number (fractions allowed by RFC 7519, truncated); strings, booleans and null are refused.
+    func claimTime(_ key: Key) throws -> Int64? {
+        let d: Double
+        do {
+            guard let v = try decodeIfPresent(Double.self, forKey: key) else {
+                if contains(key) { throw ClaimTypeError(claim: key.stringValue) }
+                return nil
+            }
+            d = v
+        } catch {
+            throw ClaimTypeError(claim: key.stringValue)
+        }
+        guard d.isFinite, abs(d) < 9_007_199_254_740_992 else { throw ClaimTypeError(claim: key.stringValue) }
+        return Int64(d.rounded(.down))
+    }
+
+    /// `aud`: a string (as Google sends it) or an array of strings; tries the common form first.
+    func claimAudience(_ key: Key) throws -> [String]? {
+        if let one = try? decodeIfPresent(String.self, forKey: key) { return [one] }
+        guard contains(key) else { return nil }
+        guard let many = try? decode([String].self, forKey: key) else { throw ClaimTypeError(claim: key.stringValue) }
+        return many
     }
 }
