@@ -167,3 +167,12 @@ enum JSONObject {
         }
     }
 }
+
+/// Any member name of a JSON object, as a coding key (JWKS entries, the event types of `events`).
+struct MemberName: CodingKey {
+    var stringValue: String
+    init(_ name: String) { stringValue = name }
+    init?(stringValue: String) { self.stringValue = stringValue }
+    var intValue: Int? { nil }
+    init?(intValue: Int) { nil }
+}

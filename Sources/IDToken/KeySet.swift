@@ -145,26 +145,18 @@ private struct JWKEntry: Decodable {
     var y: String?
     var badMember: String?
 
-    struct Key: CodingKey {
-        var stringValue: String
-        init(_ s: String) { stringValue = s }
-        init?(stringValue: String) { self.stringValue = stringValue }
-        var intValue: Int? { nil }
-        init?(intValue: Int) { nil }
-    }
-
     init(from decoder: any Decoder) throws {
-        let c = try decoder.container(keyedBy: Key.self)
+        let c = try decoder.container(keyedBy: MemberName.self)
         func string(_ name: String) -> String? {
-            guard c.contains(Key(name)) else { return nil }
-            if let v = try? c.decode(String.self, forKey: Key(name)) { return v }
+            guard c.contains(MemberName(name)) else { return nil }
+            if let v = try? c.decode(String.self, forKey: MemberName(name)) { return v }
             badMember = badMember ?? name
             return nil
         }
         kid = string("kid"); kty = string("kty"); alg = string("alg"); use = string("use"); crv = string("crv")
         n = string("n"); e = string("e"); x = string("x"); y = string("y")
-        if c.contains(Key("key_ops")) {
-            if let ops = try? c.decode([String].self, forKey: Key("key_ops")) { keyOps = ops } else { badMember = badMember ?? "key_ops" }
+        if c.contains(MemberName("key_ops")) {
+            if let ops = try? c.decode([String].self, forKey: MemberName("key_ops")) { keyOps = ops } else { badMember = badMember ?? "key_ops" }
         }
     }
 

@@ -146,14 +146,6 @@ struct EventClaims: Decodable {
     enum EventKeys: String, CodingKey { case subject, reason, state }
     enum SubjectKeys: String, CodingKey { case subjectType = "subject_type", format, iss, sub }
 
-    /// An event type: any member name of `events`.
-    struct TypeKey: CodingKey {
-        var stringValue: String
-        init?(stringValue: String) { self.stringValue = stringValue }
-        var intValue: Int? { nil }
-        init?(intValue: Int) { nil }
-    }
-
     init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         iss = try c.claimString(.iss)
@@ -166,7 +158,7 @@ struct EventClaims: Decodable {
             do { subID = try Self.subject(container) } catch { throw ClaimTypeError(claim: "sub_id") }
         }
         guard c.contains(.events) else { return }
-        guard let container = try? c.nestedContainer(keyedBy: TypeKey.self, forKey: .events) else { throw ClaimTypeError(claim: "events") }
+        guard let container = try? c.nestedContainer(keyedBy: MemberName.self, forKey: .events) else { throw ClaimTypeError(claim: "events") }
         let types = container.allKeys.sorted { $0.stringValue < $1.stringValue }
         guard !types.isEmpty else { throw EventsError(detail: "no events") }
         guard types.count <= SecurityEventVerifier.maxEvents else {
