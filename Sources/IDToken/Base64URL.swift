@@ -35,7 +35,7 @@ public enum Base64URL {
 
     /// Decodes strictly: nil on any byte outside the alphabet, on padding, on a length of 4k+1,
     /// or on non-zero unused trailing bits (so every byte string has exactly one accepted encoding).
-    public static func decode(_ text: some StringProtocol) -> [UInt8]? {
+    package static func decode(_ text: some StringProtocol) -> [UInt8]? {
         if let fast = text.utf8.withContiguousStorageIfAvailable({ decode(bytes: UnsafeRawBufferPointer($0)) }) {
             return fast
         }

@@ -14,9 +14,9 @@ import FoundationEssentials
 /// A token naming a rejected kid fails with that entry's reason; any other unknown kid with `unknown_kid`.
 public struct KeySet: Sendable {
     /// A JWKS entry that was not loaded, and why.
-    public struct RejectedKey: Sendable, Hashable {
-        public let kid: String?
-        public let reason: IDTokenError
+    package struct RejectedKey: Sendable, Hashable {
+        package let kid: String?
+        package let reason: IDTokenError
     }
 
     public static let maxDocumentBytes = 1 << 20
@@ -26,7 +26,7 @@ public struct KeySet: Sendable {
     /// The kids of the usable keys, sorted.
     public let keyIDs: [String]
     /// Entries that were not loaded, in document order.
-    public let rejectedKeys: [RejectedKey]
+    package let rejectedKeys: [RejectedKey]
     let keys: [String: PublicKey]
     let rejectedByKid: [String: IDTokenError]
     /// Base64url header segments Google (and DevelopmentKey) send for each key, e.g. `{"alg":"RS256","kid":"…","typ":"JWT"}`.
@@ -110,7 +110,7 @@ public struct KeySet: Sendable {
         rejectedByKid = byKid
     }
 
-    public func contains(kid: String) -> Bool { keys[kid] != nil }
+    package func contains(kid: String) -> Bool { keys[kid] != nil }
 
     /// The usable key for `kid`, or the reason there is none (exact lookup; never another key).
     package func key(for kid: String) -> Result<PublicKey, IDTokenError> {

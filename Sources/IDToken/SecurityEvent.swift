@@ -67,7 +67,7 @@ public struct SecurityEventVerifier: Sendable {
     public static let issuers = ["https://accounts.google.com/", "https://accounts.google.com"]
     public static let maxEvents = 16
     /// The longest accepted strings, in Unicode scalars (a subject's `sub` as `google_sub`: 255).
-    public static let limits = (jti: 256, type: 256, reason: 256, state: 1024, issuer: 256, sub: 255)
+    package static let limits = (jti: 256, type: 256, reason: 256, state: 1024, issuer: 256, sub: 255)
 
     public func verify(_ token: String, keys: KeySet, now: Int64) -> Result<VerifiedSecurityEvent, IDTokenError> {
         switch JWS.verify(token, keys: keys) {

@@ -19,9 +19,9 @@ public struct Policy: Sendable {
     /// Longest accepted `exp - iat` (Google issues one-hour tokens).
     public static let maxLifetime: Int64 = 24 * 3600
     /// Members of a token's payload (Google's ID tokens have about fifteen).
-    public static let maxClaims = 64
+    package static let maxClaims = 64
     /// The longest string claims accepted, in Unicode scalars: the CHECK constraints of `signin.users`.
-    public static let claimLimits = (sub: 255, email: 320, name: 1024, picture: 4096, locale: 64, hostedDomain: 253)
+    package static let claimLimits = (sub: 255, email: 320, name: 1024, picture: 4096, locale: 64, hostedDomain: 253)
 }
 
 /// The claims of a token that passed every check.
