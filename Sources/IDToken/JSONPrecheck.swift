@@ -217,13 +217,11 @@ package enum JSONPrecheck {
 
     /// Open addressing over the names of the open objects: one region of slots per depth (only one object is open
     /// at each depth), each sized for twice the member cap. A slot remembers which object wrote it, so a new object
-    /// overwrites its closed predecessors' slots instead of clearing them.
+    /// overwrites its closed predecessors' slots instead of clearing them; all-zero is an empty slot, so a region
+    /// is made by a plain zero fill.
     private struct NameTable {
-        private struct Slot {
-            var object: UInt32 = 0
-            var name = Name(start: 0, end: 0, inScratch: false)
-        }
-        private var slots: [Slot] = []
+        /// Two words a slot: the object id and the scratch flag, then the name's start and end.
+        private var words: [UInt64] = []
         private let size: Int
 
         init(maxMembers: Int) {
@@ -243,18 +241,25 @@ package enum JSONPrecheck {
             hasher.combine(bytes: bytes)
             steps += name.count
             let base = (depth - 1) * size
-            if slots.count < base + size { slots.append(contentsOf: repeatElement(Slot(), count: base + size - slots.count)) }
+            if words.isEmpty {
+                words = [UInt64](repeating: 0, count: 2 * depth * size)
+            } else if words.count < 2 * (base + size) {
+                words.append(contentsOf: [UInt64](repeating: 0, count: 2 * (base + size) - words.count))
+            }
             var probe = hasher.finalize() & (size - 1)
             // Terminates: the object has at most size / 2 names, so a slot that is not its own is always found.
             while true {
-                let slot = slots[base + probe]
-                if slot.object != object {
-                    slots[base + probe] = Slot(object: object, name: name)
+                let slot = 2 * (base + probe)
+                if UInt32(truncatingIfNeeded: words[slot]) != object {
+                    words[slot] = UInt64(object) | (name.inScratch ? 1 << 32 : 0)
+                    words[slot + 1] = UInt64(UInt32(name.start)) << 32 | UInt64(UInt32(name.end))
                     return true
                 }
-                if slot.name.count == name.count {
+                let other = Name(start: Int32(truncatingIfNeeded: words[slot + 1] >> 32), end: Int32(truncatingIfNeeded: words[slot + 1]),
+                                 inScratch: words[slot] >> 32 & 1 == 1)
+                if other.count == name.count {
                     steps += name.count
-                    if text(slot.name).elementsEqual(bytes) { return false }
+                    if text(other).elementsEqual(bytes) { return false }
                 }
                 probe = (probe + 1) & (size - 1)
                 steps += 1
