@@ -35,7 +35,7 @@ public enum Base64URL {
 
     /// Decodes strictly: nil on any byte outside the alphabet, on padding, on a length of 4k+1,
     /// or on non-zero unused trailing bits (so every byte string has exactly one accepted encoding).
-    public static func decode(_ text: some StringProtocol) -> [UInt8]? {
+    package static func decode(_ text: some StringProtocol) -> [UInt8]? {
         if let fast = text.utf8.withContiguousStorageIfAvailable({ decode(bytes: UnsafeRawBufferPointer($0)) }) {
             return fast
         }
@@ -44,7 +44,7 @@ public enum Base64URL {
     }
 
     /// Decodes a slice of ASCII bytes (used on token segments without making Strings).
-    static func decode(bytes input: UnsafeRawBufferPointer) -> [UInt8]? {
+    package static func decode(bytes input: UnsafeRawBufferPointer) -> [UInt8]? {
         let n = input.count
         if n % 4 == 1 { return nil }
         let capacity = n / 4 * 3 + max(0, n % 4 - 1)

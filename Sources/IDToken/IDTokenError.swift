@@ -53,14 +53,21 @@ extension IDTokenError.Code {
     public static let badClaimType = Self("bad_claim_type")
     public static let badSubject = Self("bad_subject")
     public static let hostedDomainNotAllowed = Self("hosted_domain_not_allowed")
+    /// A string claim holds a control character (C0, such as NUL, CR or LF, or DEL).
+    public static let badClaimValue = Self("bad_claim_value")
+    /// A string claim is longer than the database stores (counted in Unicode scalars, as PostgreSQL's length()).
+    public static let claimTooLong = Self("claim_too_long")
+    /// An ID-token payload carrying `events`: a security event token, not an ID token.
+    public static let notAnIDToken = Self("not_an_id_token")
+    // Security event tokens (Cross-Account Protection).
+    /// A payload without `events`: not a security event token (an ID token, for instance).
+    public static let notASecurityEvent = Self("not_a_security_event")
+    /// `events` empty, over the cap, or an event that is not an object or has members of the wrong type.
+    public static let badEvents = Self("bad_events")
     // Keys.
     public static let weakKey = Self("weak_key")
     public static let unusableKey = Self("unusable_key")
     public static let duplicateKid = Self("duplicate_kid")
     public static let invalidKeySet = Self("invalid_key_set")
     public static let keysUnavailable = Self("keys_unavailable")
-    // Development keys (DevelopmentKey only).
-    public static let keyGenerationFailed = Self("key_generation_failed")
-    public static let signingFailed = Self("signing_failed")
-    public static let badPrivateKey = Self("bad_private_key")
 }

@@ -1,73 +1,270 @@
-// A cheap single pass over JSON text before JSONDecoder: object at the top, bounded nesting, no duplicate top-level names.
+// One linear pass over JSON text before JSONDecoder: an object at the top, bounded nesting and member counts, no name twice.
 import FoundationEssentials
 
-enum JSONPrecheck {
+/// The shape checks JSONDecoder does not make (or makes recursively), in one pass whose work is linear in the
+/// input: each member name is unescaped at most once and looked up in a hash table of its object's names.
+/// Full syntax validation is left to JSONDecoder.
+package enum JSONPrecheck {
     /// Deeper nesting than this is refused before JSONDecoder (which recurses) ever sees it.
-    static let maxDepth = 16
+    package static let maxDepth = 16
+    /// Members of any object below the top level (JWKS entries, event payloads, subjects).
+    package static let maxNestedMembers = 64
 
-    enum Failure: Error { case notObject, tooDeep, duplicateName, malformed }
+    package enum Failure: Error, Hashable {
+        case notObject, tooDeep, tooManyMembers, duplicateName, malformed
+    }
 
-    /// Checks that `bytes` is shaped like one JSON object with nesting at most `maxDepth` and
-    /// no member name repeated at the top level. Full syntax validation is left to JSONDecoder.
-    static func check(_ bytes: UnsafeRawBufferPointer) -> Failure? {
-        var i = 0
-        let n = bytes.count
-        while i < n, isSpace(bytes[i]) { i += 1 }
-        guard i < n, bytes[i] == UInt8(ascii: "{") else { return .notObject }
-        var depth = 0
-        var inString = false
-        var escaped = false
-        var stringStart = 0
-        var stringHasEscape = false
-        var expectName = false          // at depth 1, the next string is a member name
-        var names: [(start: Int, end: Int, escaped: Bool)] = []
-        names.reserveCapacity(24)
-        var currentIsName = false
-        var closedTop = false
-        while i < n {
-            if inString && !escaped {
-                // Skip plain string content in a tight loop (most of a token's bytes are inside strings).
-                while i + 8 <= n, !hasQuoteOrBackslash(bytes.loadUnaligned(fromByteOffset: i, as: UInt64.self)) { i += 8 }
-                while i < n, bytes[i] != UInt8(ascii: "\""), bytes[i] != UInt8(ascii: "\\") { i += 1 }
-                if i == n { break }
-            }
-            let c = bytes[i]
-            if inString {
-                if escaped { escaped = false }
-                else if c == UInt8(ascii: "\\") { escaped = true; stringHasEscape = true }
-                else if c == UInt8(ascii: "\"") {
-                    inString = false
-                    if currentIsName {
-                        let name = (start: stringStart, end: i, escaped: stringHasEscape)
-                        for other in names where sameName(bytes, other, name) { return .duplicateName }
-                        names.append(name)
+    /// Checks that `bytes` is one JSON object with nesting at most `maxDepth`, at most `maxMembers` members at the
+    /// top level and `maxNestedMembers` in every nested object, and no object naming a member twice (also not
+    /// through `\u` escapes).
+    package static func check(_ bytes: UnsafeRawBufferPointer, maxMembers: Int) -> Failure? {
+        var steps = 0
+        return check(bytes, maxMembers: maxMembers, steps: &steps)
+    }
+
+    /// `check`, adding to `steps` one per unit of work (a byte or an 8-byte word scanned, a byte hashed, unescaped
+    /// or compared), so tests can pin that the work is linear in the input.
+    package static func check(_ bytes: UnsafeRawBufferPointer, maxMembers: Int, steps: inout Int) -> Failure? {
+        var scanner = Scanner(bytes, topMembers: maxMembers)
+        let failure = scanner.run()
+        steps += scanner.steps
+        return failure
+    }
+
+    /// The pass itself, over a stack of open containers.
+    private struct Scanner {
+        let bytes: UnsafeRawBufferPointer
+        let topMembers: Int
+        var steps = 0
+        /// Bit d set when the container at depth d is an object.
+        var objectAtDepth: UInt32 = 0
+        /// Members seen so far in the open object at each depth, and that object's id in `names`.
+        var members = [Int](repeating: 0, count: maxDepth + 1)
+        var objectIDs = [UInt32](repeating: 0, count: maxDepth + 1)
+        var nextObjectID: UInt32 = 0
+        var names: NameTable
+        /// Unescaped copies of names written with escapes (rare: most names are plain).
+        var unescaped: [UInt8] = []
+
+        init(_ bytes: UnsafeRawBufferPointer, topMembers: Int) {
+            self.bytes = bytes
+            self.topMembers = topMembers
+            names = NameTable(maxMembers: max(topMembers, JSONPrecheck.maxNestedMembers))
+        }
+
+        mutating func run() -> Failure? {
+            let n = bytes.count
+            guard n < Int(Int32.max) else { return .malformed }  // name offsets are 32-bit; callers cap far lower
+            var i = 0
+            while i < n, isSpace(bytes[i]) { i += 1; steps += 1 }
+            guard i < n, bytes[i] == UInt8(ascii: "{") else { return .notObject }
+            var depth = 0
+            var expectName = false   // in an object, after `{` or `,`: the next string is a member name
+            var closedTop = false
+            while i < n {
+                steps += 1
+                let c = bytes[i]
+                if closedTop {
+                    guard isSpace(c) else { return .malformed }
+                    i += 1
+                    continue
+                }
+                switch c {
+                case UInt8(ascii: "\""):
+                    let start = i + 1
+                    guard let (end, hasEscape) = skipString(from: start) else { return .malformed }
+                    if expectName {
+                        expectName = false
+                        if let failure = addName(start: start, end: end, hasEscape: hasEscape, depth: depth) { return failure }
                     }
+                    i = end + 1
+                    continue
+                case UInt8(ascii: "{"), UInt8(ascii: "["):
+                    depth += 1
+                    if depth > maxDepth { return .tooDeep }
+                    if c == UInt8(ascii: "{") {
+                        objectAtDepth |= 1 << depth
+                        members[depth] = 0
+                        nextObjectID += 1
+                        objectIDs[depth] = nextObjectID
+                        expectName = true
+                    } else {
+                        objectAtDepth &= ~(1 << depth)
+                        expectName = false
+                    }
+                case UInt8(ascii: "}"), UInt8(ascii: "]"):
+                    guard depth > 0, (objectAtDepth >> depth) & 1 == (c == UInt8(ascii: "}") ? 1 : 0) else { return .malformed }
+                    depth -= 1
+                    expectName = false
+                    if depth == 0 { closedTop = true }
+                case UInt8(ascii: ","):
+                    expectName = (objectAtDepth >> depth) & 1 == 1
+                default:
+                    break
                 }
                 i += 1
-                continue
             }
-            if closedTop && !isSpace(c) { return .malformed }
-            switch c {
-            case UInt8(ascii: "\""):
-                inString = true; stringStart = i + 1; stringHasEscape = false
-                currentIsName = depth == 1 && expectName
-                expectName = false
-            case UInt8(ascii: "{"), UInt8(ascii: "["):
-                depth += 1
-                if depth > maxDepth { return .tooDeep }
-                if depth == 1 { expectName = true }
-            case UInt8(ascii: "}"), UInt8(ascii: "]"):
-                depth -= 1
-                if depth < 0 { return .malformed }
-                if depth == 0 { closedTop = true }
-            case UInt8(ascii: ","):
-                if depth == 1 { expectName = true }
-            default:
-                break
-            }
-            i += 1
+            return closedTop ? nil : .malformed
         }
-        return (inString || depth != 0) ? .malformed : nil
+
+        /// The index of the closing quote of the string whose content starts at `start`, and whether it has escapes.
+        private mutating func skipString(from start: Int) -> (end: Int, hasEscape: Bool)? {
+            let n = bytes.count
+            var i = start
+            var hasEscape = false
+            while true {
+                // Plain string content eight bytes at a time (most of a token's bytes are inside strings).
+                while i + 8 <= n, !hasQuoteOrBackslash(bytes.loadUnaligned(fromByteOffset: i, as: UInt64.self)) { i += 8; steps += 1 }
+                while i < n, bytes[i] != UInt8(ascii: "\""), bytes[i] != UInt8(ascii: "\\") { i += 1; steps += 1 }
+                guard i < n else { return nil }
+                if bytes[i] == UInt8(ascii: "\"") { return (i, hasEscape) }
+                hasEscape = true
+                i += 2  // the backslash and the escaped byte (a `\u` escape's hex digits are plain content)
+                steps += 1
+                guard i <= n else { return nil }
+            }
+        }
+
+        private mutating func addName(start: Int, end: Int, hasEscape: Bool, depth: Int) -> Failure? {
+            members[depth] += 1
+            if members[depth] > (depth == 1 ? topMembers : maxNestedMembers) { return .tooManyMembers }
+            let name: Name
+            if hasEscape {
+                let offset = unescaped.count
+                guard unescape(start: start, end: end) else { return .malformed }
+                name = Name(start: Int32(offset), end: Int32(unescaped.count), inScratch: true)
+            } else {
+                name = Name(start: Int32(start), end: Int32(end), inScratch: false)
+            }
+            let (input, object) = (bytes, objectIDs[depth])
+            var steps = self.steps
+            let inserted = unescaped.withUnsafeBytes { scratch in
+                names.insert(name, object: object, depth: depth, input: input, scratch: scratch, steps: &steps)
+            }
+            self.steps = steps
+            return inserted ? nil : .duplicateName
+        }
+
+        /// Appends the UTF-8 of the JSON string content `bytes[start..<end]` to `unescaped`; false when an escape is
+        /// invalid (JSONDecoder would refuse it too).
+        private mutating func unescape(start: Int, end: Int) -> Bool {
+            var i = start
+            while i < end {
+                steps += 1
+                let c = bytes[i]
+                guard c == UInt8(ascii: "\\") else {
+                    unescaped.append(c)
+                    i += 1
+                    continue
+                }
+                guard i + 1 < end else { return false }
+                let escape = bytes[i + 1]
+                i += 2
+                switch escape {
+                case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): unescaped.append(escape)
+                case UInt8(ascii: "b"): unescaped.append(0x08)
+                case UInt8(ascii: "f"): unescaped.append(0x0C)
+                case UInt8(ascii: "n"): unescaped.append(0x0A)
+                case UInt8(ascii: "r"): unescaped.append(0x0D)
+                case UInt8(ascii: "t"): unescaped.append(0x09)
+                case UInt8(ascii: "u"):
+                    guard let unit = hex4(at: i, end: end) else { return false }
+                    i += 4
+                    var scalar = UInt32(unit)
+                    if (0xD800..<0xDC00).contains(unit) {
+                        // A high surrogate must be followed by `\u` and a low one.
+                        guard i + 6 <= end, bytes[i] == UInt8(ascii: "\\"), bytes[i + 1] == UInt8(ascii: "u"),
+                              let low = hex4(at: i + 2, end: end), (0xDC00..<0xE000).contains(low) else { return false }
+                        i += 6
+                        scalar = 0x10000 + ((UInt32(unit) - 0xD800) << 10) + (UInt32(low) - 0xDC00)
+                    } else if (0xDC00..<0xE000).contains(unit) {
+                        return false
+                    }
+                    guard let value = Unicode.Scalar(scalar) else { return false }
+                    unescaped.append(contentsOf: UTF8.encode(value)!)
+                default:
+                    return false
+                }
+            }
+            return true
+        }
+
+        private func hex4(at i: Int, end: Int) -> UInt16? {
+            guard i + 4 <= end else { return nil }
+            var value: UInt16 = 0
+            for k in i..<(i + 4) {
+                let c = bytes[k]
+                let digit: UInt8
+                switch c {
+                case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = c - UInt8(ascii: "0")
+                case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = c - UInt8(ascii: "a") + 10
+                case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = c - UInt8(ascii: "A") + 10
+                default: return nil
+                }
+                value = value << 4 | UInt16(digit)
+            }
+            return value
+        }
+    }
+
+    /// A member name: a range of the input, or (when it had escapes) of the unescaped copies.
+    private struct Name {
+        var start: Int32
+        var end: Int32
+        var inScratch: Bool
+        var count: Int { Int(end - start) }
+    }
+
+    /// Open addressing over the names of the open objects: one region of slots per depth (only one object is open
+    /// at each depth), each sized for twice the member cap. A slot remembers which object wrote it, so a new object
+    /// overwrites its closed predecessors' slots instead of clearing them; all-zero is an empty slot, so a region
+    /// is made by a plain zero fill.
+    private struct NameTable {
+        /// Two words a slot: the object id and the scratch flag, then the name's start and end.
+        private var words: [UInt64] = []
+        private let size: Int
+
+        init(maxMembers: Int) {
+            var size = 16
+            while size < 2 * maxMembers { size *= 2 }
+            self.size = size
+        }
+
+        /// Adds `name` to the names of `object` (open at `depth`); false when it is already there.
+        mutating func insert(_ name: Name, object: UInt32, depth: Int, input: UnsafeRawBufferPointer,
+                             scratch: UnsafeRawBufferPointer, steps: inout Int) -> Bool {
+            func text(_ name: Name) -> UnsafeRawBufferPointer {
+                UnsafeRawBufferPointer(rebasing: (name.inScratch ? scratch : input)[Int(name.start)..<Int(name.end)])
+            }
+            let bytes = text(name)
+            var hasher = Hasher()
+            hasher.combine(bytes: bytes)
+            steps += name.count
+            let base = (depth - 1) * size
+            if words.isEmpty {
+                words = [UInt64](repeating: 0, count: 2 * depth * size)
+            } else if words.count < 2 * (base + size) {
+                words.append(contentsOf: [UInt64](repeating: 0, count: 2 * (base + size) - words.count))
+            }
+            var probe = hasher.finalize() & (size - 1)
+            // Terminates: the object has at most size / 2 names, so a slot that is not its own is always found.
+            while true {
+                let slot = 2 * (base + probe)
+                if UInt32(truncatingIfNeeded: words[slot]) != object {
+                    words[slot] = UInt64(object) | (name.inScratch ? 1 << 32 : 0)
+                    words[slot + 1] = UInt64(UInt32(name.start)) << 32 | UInt64(UInt32(name.end))
+                    return true
+                }
+                let other = Name(start: Int32(truncatingIfNeeded: words[slot + 1] >> 32), end: Int32(truncatingIfNeeded: words[slot + 1]),
+                                 inScratch: words[slot] >> 32 & 1 == 1)
+                if other.count == name.count {
+                    steps += name.count
+                    if text(other).elementsEqual(bytes) { return false }
+                }
+                probe = (probe + 1) & (size - 1)
+                steps += 1
+            }
+        }
     }
 
     /// True when one of the eight bytes of `word` is `"` or `\` (exact SWAR zero-byte tests).
@@ -80,25 +277,5 @@ enum JSONPrecheck {
 
     private static func isSpace(_ c: UInt8) -> Bool {
         c == 0x20 || c == 0x09 || c == 0x0A || c == 0x0D
-    }
-
-    private static func sameName(_ bytes: UnsafeRawBufferPointer, _ a: (start: Int, end: Int, escaped: Bool),
-                                 _ b: (start: Int, end: Int, escaped: Bool)) -> Bool {
-        if !a.escaped && !b.escaped {
-            guard a.end - a.start == b.end - b.start else { return false }
-            return memcmpEqual(bytes, a.start, b.start, a.end - a.start)
-        }
-        // Rare: a name with escapes ("\u0061lg") is compared after JSON-unescaping both.
-        return unescape(bytes, a) == unescape(bytes, b)
-    }
-
-    private static func memcmpEqual(_ bytes: UnsafeRawBufferPointer, _ a: Int, _ b: Int, _ count: Int) -> Bool {
-        for k in 0..<count where bytes[a + k] != bytes[b + k] { return false }
-        return true
-    }
-
-    private static func unescape(_ bytes: UnsafeRawBufferPointer, _ r: (start: Int, end: Int, escaped: Bool)) -> String? {
-        let quoted = Data([UInt8(ascii: "\"")] + Array(bytes[r.start..<r.end]) + [UInt8(ascii: "\"")])
-        return try? JSONDecoder().decode(String.self, from: quoted)
     }
 }

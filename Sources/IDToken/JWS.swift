@@ -2,21 +2,23 @@
 import FoundationEssentials
 
 /// A compact JWS whose header passed the policy and whose signature verified with the named key.
-public struct VerifiedJWS: Sendable {
-    public let algorithm: SignatureAlgorithm
-    public let keyID: String
+package struct VerifiedJWS: Sendable {
+    package let algorithm: SignatureAlgorithm
+    package let keyID: String
     /// The decoded payload bytes (not necessarily JSON at this layer).
-    public let payload: [UInt8]
+    package let payload: [UInt8]
 }
 
-public enum JWS {
+package enum JWS {
     /// Tokens longer than this are refused before any decoding (Google ID tokens are about 1 KB).
-    public static let maxTokenBytes = 16 * 1024
+    package static let maxTokenBytes = 16 * 1024
+    /// Members of the protected header (Google sends three: alg, kid, typ).
+    package static let maxHeaderMembers = 16
 
     /// Parses `compact` and checks its signature against `keys`. Policy: three segments, strict base64url,
     /// header a UTF-8 JSON object with `alg` RS256 or ES256, no `jwk`/`jku`/`x5u`/`x5c`, no `crit`, a `kid`
     /// found exactly in `keys` whose key type matches `alg`, signature of the exact length.
-    public static func verify(_ compact: String, keys: KeySet) -> Result<VerifiedJWS, IDTokenError> {
+    package static func verify(_ compact: String, keys: KeySet) -> Result<VerifiedJWS, IDTokenError> {
         var token = compact
         return token.withUTF8 { verify(bytes: UnsafeRawBufferPointer($0), keys: keys) }
     }
@@ -121,7 +123,7 @@ struct JOSEHeader: Decodable, Sendable {
     }
 
     static func decode(_ bytes: [UInt8]) -> Result<JOSEHeader, IDTokenError> {
-        switch JSONObject.decode(JOSEHeader.self, from: bytes) {
+        switch JSONObject.decode(JOSEHeader.self, from: bytes, maxMembers: JWS.maxHeaderMembers) {
         case .success(let h): return .success(h)
         case .failure(let why): return .failure(IDTokenError(.badHeader, why.summary))
         }
@@ -145,15 +147,15 @@ enum JSONObject {
     // One shared decoder: JSONDecoder is Sendable and its options are never changed.
     private static let decoder = JSONDecoder()
 
-    static func decode<T: Decodable>(_ type: T.Type, from bytes: [UInt8]) -> Result<T, Failure> {
-        decodeKeepingText(type, from: bytes).map(\.value)
+    static func decode<T: Decodable>(_ type: T.Type, from bytes: [UInt8], maxMembers: Int) -> Result<T, Failure> {
+        decodeKeepingText(type, from: bytes, maxMembers: maxMembers).map(\.value)
     }
 
     /// Like `decode`, also returning the validated text (so callers need not validate and copy it again).
-    static func decodeKeepingText<T: Decodable>(_ type: T.Type, from bytes: [UInt8]) -> Result<(value: T, text: String), Failure> {
+    static func decodeKeepingText<T: Decodable>(_ type: T.Type, from bytes: [UInt8], maxMembers: Int) -> Result<(value: T, text: String), Failure> {
         guard let text = String(validating: bytes, as: UTF8.self) else { return .failure(.notUTF8) }
         return bytes.withUnsafeBytes { raw in
-            if let failure = JSONPrecheck.check(raw) { return .failure(.precheck(failure)) }
+            if let failure = JSONPrecheck.check(raw, maxMembers: maxMembers) { return .failure(.precheck(failure)) }
             guard let base = raw.baseAddress else { return .failure(.precheck(.notObject)) }   // unreachable: the precheck refuses empty input
             do {
                 // A view of `bytes` without copying; JSONDecoder copies what it decodes and keeps no reference.
@@ -164,4 +166,13 @@ enum JSONObject {
             }
         }
     }
+}
+
+/// Any member name of a JSON object, as a coding key (JWKS entries, the event types of `events`).
+struct MemberName: CodingKey {
+    var stringValue: String
+    init(_ name: String) { stringValue = name }
+    init?(stringValue: String) { self.stringValue = stringValue }
+    var intValue: Int? { nil }
+    init?(intValue: Int) { nil }
 }

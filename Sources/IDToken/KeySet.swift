@@ -14,17 +14,19 @@ import FoundationEssentials
 /// A token naming a rejected kid fails with that entry's reason; any other unknown kid with `unknown_kid`.
 public struct KeySet: Sendable {
     /// A JWKS entry that was not loaded, and why.
-    public struct RejectedKey: Sendable, Hashable {
-        public let kid: String?
-        public let reason: IDTokenError
+    package struct RejectedKey: Sendable, Hashable {
+        package let kid: String?
+        package let reason: IDTokenError
     }
 
     public static let maxDocumentBytes = 1 << 20
+    /// Entries of one document (Google lists two or three; each costs an OpenSSL key to build).
+    public static let maxKeys = 64
 
     /// The kids of the usable keys, sorted.
     public let keyIDs: [String]
     /// Entries that were not loaded, in document order.
-    public let rejectedKeys: [RejectedKey]
+    package let rejectedKeys: [RejectedKey]
     let keys: [String: PublicKey]
     let rejectedByKid: [String: IDTokenError]
     /// Base64url header segments Google (and DevelopmentKey) send for each key, e.g. `{"alg":"RS256","kid":"…","typ":"JWT"}`.
@@ -58,7 +60,7 @@ public struct KeySet: Sendable {
         guard jwks.count <= Self.maxDocumentBytes else {
             throw IDTokenError(.invalidKeySet, "JWKS larger than \(Self.maxDocumentBytes) bytes")
         }
-        if let failure = jwks.withUnsafeBytes({ JSONPrecheck.check($0) }) {
+        if let failure = jwks.withUnsafeBytes({ JSONPrecheck.check($0, maxMembers: JSONPrecheck.maxNestedMembers) }) {
             throw IDTokenError(.invalidKeySet, "JWKS is not a well-formed JSON object (\(failure))")
         }
         let document: JWKSDocument
@@ -66,6 +68,9 @@ public struct KeySet: Sendable {
             document = try JSONDecoder().decode(JWKSDocument.self, from: Data(jwks))
         } catch {
             throw IDTokenError(.invalidKeySet, "JWKS does not decode as {\"keys\": [objects]}")
+        }
+        guard document.keys.count <= Self.maxKeys else {
+            throw IDTokenError(.invalidKeySet, "JWKS with \(document.keys.count) keys (at most \(Self.maxKeys))")
         }
         var loaded: [String: PublicKey] = [:]
         var rejected: [RejectedKey] = []
@@ -105,10 +110,10 @@ public struct KeySet: Sendable {
         rejectedByKid = byKid
     }
 
-    public func contains(kid: String) -> Bool { keys[kid] != nil }
+    package func contains(kid: String) -> Bool { keys[kid] != nil }
 
     /// The usable key for `kid`, or the reason there is none (exact lookup; never another key).
-    func key(for kid: String) -> Result<PublicKey, IDTokenError> {
+    package func key(for kid: String) -> Result<PublicKey, IDTokenError> {
         if let key = keys[kid] { return .success(key) }
         if let reason = rejectedByKid[kid] { return .failure(reason) }
         return .failure(IDTokenError(.unknownKid, "kid not in key set"))
@@ -140,26 +145,18 @@ private struct JWKEntry: Decodable {
     var y: String?
     var badMember: String?
 
-    struct Key: CodingKey {
-        var stringValue: String
-        init(_ s: String) { stringValue = s }
-        init?(stringValue: String) { self.stringValue = stringValue }
-        var intValue: Int? { nil }
-        init?(intValue: Int) { nil }
-    }
-
     init(from decoder: any Decoder) throws {
-        let c = try decoder.container(keyedBy: Key.self)
+        let c = try decoder.container(keyedBy: MemberName.self)
         func string(_ name: String) -> String? {
-            guard c.contains(Key(name)) else { return nil }
-            if let v = try? c.decode(String.self, forKey: Key(name)) { return v }
+            guard c.contains(MemberName(name)) else { return nil }
+            if let v = try? c.decode(String.self, forKey: MemberName(name)) { return v }
             badMember = badMember ?? name
             return nil
         }
         kid = string("kid"); kty = string("kty"); alg = string("alg"); use = string("use"); crv = string("crv")
         n = string("n"); e = string("e"); x = string("x"); y = string("y")
-        if c.contains(Key("key_ops")) {
-            if let ops = try? c.decode([String].self, forKey: Key("key_ops")) { keyOps = ops } else { badMember = badMember ?? "key_ops" }
+        if c.contains(MemberName("key_ops")) {
+            if let ops = try? c.decode([String].self, forKey: MemberName("key_ops")) { keyOps = ops } else { badMember = badMember ?? "key_ops" }
         }
     }
 

@@ -1,6 +1,5 @@
 // A verification key built once from a JWK (RSA n/e or P-256 x/y) into an OpenSSL 3 EVP_PKEY, and the RS256/ES256 check.
 import COpenSSL
-import Synchronization
 
 /// The only two JWS algorithms accepted.
 public enum SignatureAlgorithm: String, Sendable, Hashable, CaseIterable {
@@ -10,26 +9,23 @@ public enum SignatureAlgorithm: String, Sendable, Hashable, CaseIterable {
 
 /// One public key. EVP_PKEY is built at key-set load time and freed in deinit.
 // SAFETY: the EVP_PKEY is an immutable public key after init; OpenSSL 3 allows concurrent verify
-// operations on one EVP_PKEY, each with its own EVP_PKEY_CTX (the context pool is behind a Mutex).
-final class PublicKey: @unchecked Sendable {
-    let algorithm: SignatureAlgorithm
+// operations on one EVP_PKEY, each with its own EVP_PKEY_CTX (handed out by the pool, one thread at a time).
+package final class PublicKey: @unchecked Sendable {
+    package let algorithm: SignatureAlgorithm
     /// Exact signature length in bytes: the modulus length for RS256, 64 (r‖s) for ES256.
-    let signatureLength: Int
+    package let signatureLength: Int
     private let pkey: OpaquePointer
+    private let contexts: VerifyContextPool
 
     private init(algorithm: SignatureAlgorithm, signatureLength: Int, pkey: OpaquePointer) {
         self.algorithm = algorithm
         self.signatureLength = signatureLength
         self.pkey = pkey
+        contexts = VerifyContextPool(pkey: pkey, algorithm: algorithm)
     }
 
-    deinit {
-        contexts.withLock { pool in
-            for c in pool { c.free() }
-            pool.removeAll()
-        }
-        EVP_PKEY_free(pkey)
-    }
+    // Each pooled EVP_PKEY_CTX holds its own reference to the key, so the order of frees does not matter.
+    deinit { EVP_PKEY_free(pkey) }
 
     static let minimumRSABits = 2048
     static let maximumRSABits = 8192
@@ -116,77 +112,15 @@ final class PublicKey: @unchecked Sendable {
 
     /// True when `signature` is a valid signature by this key over `message` (SHA-256).
     /// The caller has already checked `signature.count == signatureLength`.
-    func verify(signature: UnsafeRawBufferPointer, message: UnsafeRawBufferPointer) -> Bool {
+    package func verify(signature: UnsafeRawBufferPointer, message: UnsafeRawBufferPointer) -> Bool {
         guard signature.count == signatureLength else { return false }
         switch algorithm {
         case .rs256:
-            return digestVerify(signature, message)
+            return contexts.withContext { $0.verify(signature: signature, message: message) }
         case .es256:
             guard let der = ECDSASignature.der(fromRaw: signature) else { return false }
-            return der.withUnsafeBytes { digestVerify($0, message) }
+            return der.withUnsafeBytes { der in contexts.withContext { $0.verify(signature: der, message: message) } }
         }
-    }
-
-    private func digestVerify(_ signature: UnsafeRawBufferPointer, _ message: UnsafeRawBufferPointer) -> Bool {
-        guard let context = takeContext() else { return false }
-        // SHA-256 into a stack buffer with the context's own EVP_MD_CTX (re-initialising a context that already
-        // holds the pre-fetched SHA-256 is a cheap reset; the one-shot SHA256() fetches the digest on every call).
-        let result = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: Int(EVP_MAX_MD_SIZE)) { d -> Int32 in
-            var length: UInt32 = 0
-            guard EVP_DigestInit_ex2(context.md, SHA256Algorithm.md, nil) == 1,
-                  EVP_DigestUpdate(context.md, message.baseAddress, message.count) == 1,
-                  EVP_DigestFinal_ex(context.md, d.baseAddress, &length) == 1, length == 32 else { return -1 }
-            return EVP_PKEY_verify(context.ctx, signature.baseAddress?.assumingMemoryBound(to: UInt8.self), signature.count,
-                                   d.baseAddress, Int(length))
-        }
-        if result != 1 { ERR_clear_error() }
-        returnContext(context)
-        return result == 1
-    }
-
-    // Verify contexts initialised once and reused: in OpenSSL 3.0 building an EVP_PKEY_CTX per call costs
-    // about as much as the RSA-2048 verify itself. A context is used by one thread at a time.
-    private let contexts = Mutex<[VerifyContext]>([])
-    private static let maxPooledContexts = 64
-
-    private func takeContext() -> VerifyContext? {
-        if let pooled = contexts.withLock({ $0.popLast() }) { return pooled }
-        guard let md = EVP_MD_CTX_new() else { return nil }
-        guard let ctx = EVP_PKEY_CTX_new_from_pkey(nil, pkey, nil) else {
-            EVP_MD_CTX_free(md)
-            return nil
-        }
-        var ok = EVP_PKEY_verify_init(ctx) == 1
-        if ok && algorithm == .rs256 { ok = EVP_PKEY_CTX_set_rsa_padding(ctx, RSA_PKCS1_PADDING) == 1 }
-        if ok { ok = EVP_PKEY_CTX_set_signature_md(ctx, SHA256Algorithm.md) == 1 }
-        guard ok else {
-            ERR_clear_error()
-            EVP_PKEY_CTX_free(ctx)
-            EVP_MD_CTX_free(md)
-            return nil
-        }
-        return VerifyContext(ctx: ctx, md: md)
-    }
-
-    private func returnContext(_ context: VerifyContext) {
-        let kept = contexts.withLock { pool -> Bool in
-            guard pool.count < Self.maxPooledContexts else { return false }
-            pool.append(context)
-            return true
-        }
-        if !kept { context.free() }
-    }
-}
-
-/// An EVP_PKEY_CTX initialised for verification with one key, and an EVP_MD_CTX for hashing the signed input.
-// SAFETY: a context is owned by exactly one thread between takeContext and returnContext; the pool hands it over under a Mutex.
-struct VerifyContext: @unchecked Sendable {
-    let ctx: OpaquePointer
-    let md: OpaquePointer
-
-    func free() {
-        EVP_PKEY_CTX_free(ctx)
-        EVP_MD_CTX_free(md)
     }
 }
 
@@ -239,30 +173,4 @@ enum ECDSASignature {
         return [0x02, UInt8(content.count)] + content
     }
 
-    /// 64 bytes r‖s from a DER ECDSA-Sig-Value (used when signing development tokens).
-    static func raw(fromDER der: [UInt8]) -> [UInt8]? {
-        var i = 0
-        func readLength() -> Int? {
-            guard i < der.count else { return nil }
-            let b = der[i]; i += 1
-            if b < 0x80 { return Int(b) }
-            guard b == 0x81, i < der.count else { return nil }
-            let l = Int(der[i]); i += 1
-            return l
-        }
-        guard der.count > 2, der[0] == 0x30 else { return nil }
-        i = 1
-        guard let total = readLength(), total == der.count - i else { return nil }
-        var out: [UInt8] = []
-        for _ in 0..<2 {
-            guard i < der.count, der[i] == 0x02 else { return nil }
-            i += 1
-            guard let l = readLength(), l > 0, i + l <= der.count else { return nil }
-            let value = Array(der[i..<(i + l)].drop(while: { $0 == 0 }))
-            guard value.count <= 32 else { return nil }
-            out += [UInt8](repeating: 0, count: 32 - value.count) + value
-            i += l
-        }
-        return i == der.count ? out : nil
-    }
 }

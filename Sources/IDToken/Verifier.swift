@@ -18,6 +18,10 @@ public struct Policy: Sendable {
     public static let googleIssuers = ["accounts.google.com", "https://accounts.google.com"]
     /// Longest accepted `exp - iat` (Google issues one-hour tokens).
     public static let maxLifetime: Int64 = 24 * 3600
+    /// Members of a token's payload (Google's ID tokens have about fifteen).
+    package static let maxClaims = 64
+    /// The longest string claims accepted, in Unicode scalars: the CHECK constraints of `signin.users`.
+    package static let claimLimits = (sub: 255, email: 320, name: 1024, picture: 4096, locale: 64, hostedDomain: 253)
 }
 
 /// The claims of a token that passed every check.
@@ -57,13 +61,14 @@ public struct Verifier: Sendable {
     /// The claim rules on an already signature-checked payload.
     func checkClaims(payload: [UInt8], keyID: String, now: Int64) -> Result<VerifiedToken, IDTokenError> {
         let claims: Claims, claimsJSON: String
-        switch JSONObject.decodeKeepingText(Claims.self, from: payload) {
+        switch JSONObject.decodeKeepingText(Claims.self, from: payload, maxMembers: Policy.maxClaims) {
         case .success(let decoded): (claims, claimsJSON) = decoded
         case .failure(.decoding(let error as ClaimTypeError)):
             return .failure(IDTokenError(.badClaimType, "claim \(error.claim)"))
         case .failure(let f):
             return .failure(IDTokenError(.badPayload, f.summary))
         }
+        if claims.hasEvents { return .failure(IDTokenError(.notAnIDToken, "the payload has an events claim")) }
         guard let iss = claims.iss else { return .failure(IDTokenError(.missingClaim, "iss")) }
         guard Policy.googleIssuers.contains(iss) else { return .failure(IDTokenError(.badIssuer, "")) }
         guard let aud = claims.aud else { return .failure(IDTokenError(.missingClaim, "aud")) }
@@ -85,12 +90,43 @@ public struct Verifier: Sendable {
                 return .failure(IDTokenError(.hostedDomainNotAllowed, ""))
             }
         }
+        if let problem = Self.unstorable(claims, sub: sub) { return .failure(problem) }
         return .success(VerifiedToken(
             subject: sub, audience: aud[0], issuer: iss, issuedAt: iat, expiresAt: exp, keyID: keyID,
             email: claims.email, emailVerified: claims.emailVerified ?? false, name: claims.name,
             givenName: claims.givenName, familyName: claims.familyName, picture: claims.picture,
             locale: claims.locale, hostedDomain: claims.hd,
             claimsJSON: claimsJSON))
+    }
+}
+
+/// The rules on the text of a string claim that is stored or sent on.
+enum ClaimText {
+    /// nil when `text` has no control character (C0 or DEL) and at most `maxScalars` Unicode scalars (what
+    /// PostgreSQL's length() counts); else the code of the rule it breaks. One pass over the UTF-8.
+    static func problem(_ text: String, maxScalars: Int) -> IDTokenError.Code? {
+        var scalars = 0
+        for byte in text.utf8 {
+            if byte < 0x20 || byte == 0x7F { return .badClaimValue }  // ASCII bytes never occur inside a multi-byte scalar
+            if byte & 0xC0 != 0x80 { scalars += 1 }
+        }
+        return scalars > maxScalars ? .claimTooLong : nil
+    }
+}
+
+extension Verifier {
+    /// What is stored and sent on must fit the schema (sql/001_users.sql's CHECKs) and hold no control character
+    /// (the identity headers for nginx are built from `sub` and `email`: no CR or LF may reach them).
+    static func unstorable(_ claims: Claims, sub: String) -> IDTokenError? {
+        func check(_ value: String?, _ limit: Int, _ claim: String) -> IDTokenError? {
+            guard let value, let code = ClaimText.problem(value, maxScalars: limit) else { return nil }
+            return IDTokenError(code, claim)
+        }
+        return check(sub, Policy.claimLimits.sub, "sub") ?? check(claims.email, Policy.claimLimits.email, "email")
+            ?? check(claims.name, Policy.claimLimits.name, "name") ?? check(claims.givenName, Policy.claimLimits.name, "given_name")
+            ?? check(claims.familyName, Policy.claimLimits.name, "family_name")
+            ?? check(claims.picture, Policy.claimLimits.picture, "picture") ?? check(claims.locale, Policy.claimLimits.locale, "locale")
+            ?? check(claims.hd, Policy.claimLimits.hostedDomain, "hd")
     }
 }
 
@@ -119,52 +155,22 @@ struct Claims: Decodable {
     var picture: String?
     var locale: String?
     var hd: String?
+    var hasEvents = false
 
     enum CodingKeys: String, CodingKey {
-        case iss, aud, exp, iat, nbf, sub, email, name, picture, locale, hd
+        case iss, aud, exp, iat, nbf, sub, email, name, picture, locale, hd, events
         case emailVerified = "email_verified", givenName = "given_name", familyName = "family_name"
     }
 
     init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
-        // One keyed lookup per claim on the happy path; `contains` only to tell null from absent.
-        func string(_ key: CodingKeys) throws -> String? {
-            do {
-                if let v = try c.decodeIfPresent(String.self, forKey: key) { return v }
-            } catch {
-                throw ClaimTypeError(claim: key.rawValue)
-            }
-            if c.contains(key) { throw ClaimTypeError(claim: key.rawValue) }   // null
-            return nil
-        }
-        func time(_ key: CodingKeys) throws -> Int64? {
-            // A JSON number (fractions allowed by RFC 7519, truncated); strings, booleans and null are refused.
-            let d: Double
-            do {
-                guard let v = try c.decodeIfPresent(Double.self, forKey: key) else {
-                    if c.contains(key) { throw ClaimTypeError(claim: key.rawValue) }
-                    return nil
-                }
-                d = v
-            } catch {
-                throw ClaimTypeError(claim: key.rawValue)
-            }
-            guard d.isFinite, abs(d) < 9_007_199_254_740_992 else { throw ClaimTypeError(claim: key.rawValue) }
-            return Int64(d.rounded(.down))
-        }
-        iss = try string(.iss)
-        // `aud` is a string (Google) or an array of strings; try the common form first.
-        if let one = try? c.decodeIfPresent(String.self, forKey: .aud) {
-            aud = [one]
-        } else if c.contains(.aud) {
-            guard let many = try? c.decode([String].self, forKey: .aud) else { throw ClaimTypeError(claim: "aud") }
-            aud = many
-        }
-        exp = try time(.exp)
-        iat = try time(.iat)
-        nbf = try time(.nbf)
-        sub = try string(.sub)
-        email = try string(.email)
+        iss = try c.claimString(.iss)
+        aud = try c.claimAudience(.aud)
+        exp = try c.claimTime(.exp)
+        iat = try c.claimTime(.iat)
+        nbf = try c.claimTime(.nbf)
+        sub = try c.claimString(.sub)
+        email = try c.claimString(.email)
         // Google has sent both `true` and `"true"`.
         if let b = try? c.decodeIfPresent(Bool.self, forKey: .emailVerified) {
             emailVerified = b
@@ -174,11 +180,51 @@ struct Claims: Decodable {
             }
             emailVerified = s == "true"
         }
-        name = try string(.name)
-        givenName = try string(.givenName)
-        familyName = try string(.familyName)
-        picture = try string(.picture)
-        locale = try string(.locale)
-        hd = try string(.hd)
+        name = try c.claimString(.name)
+        givenName = try c.claimString(.givenName)
+        familyName = try c.claimString(.familyName)
+        picture = try c.claimString(.picture)
+        locale = try c.claimString(.locale)
+        hd = try c.claimString(.hd)
+        hasEvents = c.contains(.events)
+    }
+}
+
+/// The claim types shared by ID tokens and security event tokens; a member of another JSON type throws ClaimTypeError.
+extension KeyedDecodingContainer {
+    /// A string claim; null or another type is refused. One keyed lookup on the happy path; `contains` only to
+    /// tell null from absent.
+    func claimString(_ key: Key) throws -> String? {
+        do {
+            if let v = try decodeIfPresent(String.self, forKey: key) { return v }
+        } catch {
+            throw ClaimTypeError(claim: key.stringValue)
+        }
+        if contains(key) { throw ClaimTypeError(claim: key.stringValue) }   // null
+        return nil
+    }
+
+    /// A time claim: a JSON number (fractions allowed by RFC 7519, truncated); strings, booleans and null are refused.
+    func claimTime(_ key: Key) throws -> Int64? {
+        let d: Double
+        do {
+            guard let v = try decodeIfPresent(Double.self, forKey: key) else {
+                if contains(key) { throw ClaimTypeError(claim: key.stringValue) }
+                return nil
+            }
+            d = v
+        } catch {
+            throw ClaimTypeError(claim: key.stringValue)
+        }
+        guard d.isFinite, abs(d) < 9_007_199_254_740_992 else { throw ClaimTypeError(claim: key.stringValue) }
+        return Int64(d.rounded(.down))
+    }
+
+    /// `aud`: a string (as Google sends it) or an array of strings; tries the common form first.
+    func claimAudience(_ key: Key) throws -> [String]? {
+        if let one = try? decodeIfPresent(String.self, forKey: key) { return [one] }
+        guard contains(key) else { return nil }
+        guard let many = try? decode([String].self, forKey: key) else { throw ClaimTypeError(claim: key.stringValue) }
+        return many
     }
 }

@@ -1,5 +1,6 @@
 // The routes: each takes a Request and gives a Response, over a SessionStore and a TokenVerifying.
 import FastCGI
+import GoogleKeys
 import IDToken
 import Store
 

@@ -1,5 +1,6 @@
 // The service's configuration: TOKENSIGNIN_* environment variables, each overridable by a flag (docs/configuration.md).
 
+import GoogleKeys
 import IDToken
 import Store
 
@@ -98,8 +99,8 @@ public struct Configuration: Sendable, Equatable {
         }
 
         // TOKENSIGNIN_JWKS_URL
-        jwksURL = value(.jwksURL) ?? Self.defaultJWKSURL
-        guard Self.isAcceptableKeySetURL(jwksURL) else {
+        jwksURL = value(.jwksURL) ?? KeySource.googleURL
+        guard KeySource.urlProblem(jwksURL) == nil else {
             throw Self.invalid("\(Setting.jwksURL.variable) must be an https:// URL (or http:// on 127.0.0.1, [::1] or localhost), got '\(jwksURL)'")
         }
 
@@ -208,7 +209,6 @@ public struct Configuration: Sendable, Equatable {
 
     // MARK: Defaults
 
-    public static let defaultJWKSURL = "https://www.googleapis.com/oauth2/v3/certs"
     public static let defaultCookieName = "__Host-tokensignin"
     public static let defaultSessionTTL: Int64 = 30 * 86_400
     public static let defaultSessionIdleTTL: Int64 = 7 * 86_400
@@ -273,7 +273,7 @@ public struct Configuration: Sendable, Equatable {
         public var help: String {
             switch self {
             case .clientIDs: "required; comma-separated OAuth client IDs accepted as audience"
-            case .jwksURL: "Google's key set URL (default \(Configuration.defaultJWKSURL))"
+            case .jwksURL: "Google's key set URL (default \(KeySource.googleURL))"
             case .jwksFile: "a local JWKS file used instead of the URL (default: unset)"
             case .listen: "unix socket path or host:port (default: the socket inherited as fd 0)"
             case .workers: "worker threads, 1...1024 (default: 2 per core)"
@@ -389,15 +389,6 @@ public struct Configuration: Sendable, Equatable {
             throw invalid("\(setting.variable) must be a positive duration like 90, 90s, 15m, 12h or 30d (at most 3650d), got '\(text)'")
         }
         return seconds
-    }
-
-    static func isAcceptableKeySetURL(_ url: String) -> Bool {
-        guard url.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }), let separator = url.firstRange(of: "://") else { return false }
-        let scheme = url[..<separator.lowerBound].lowercased()
-        let rest = url[separator.upperBound...]
-        let authority = rest.prefix(while: { $0 != "/" && $0 != "?" && $0 != "#" })
-        guard scheme == "https" || scheme == "http", let origin = Origin(parsing: "\(scheme)://\(authority)") else { return false }
-        return scheme == "https" || origin.isLoopback
     }
 
     static func isDomainName(_ domain: String) -> Bool {

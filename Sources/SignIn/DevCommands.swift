@@ -1,5 +1,5 @@
 // `tokensignin dev`: DEVELOPMENT ONLY key generation and token minting for demos, tests and benchmarks.
-import IDToken
+import Signing
 
 struct DevCommands {
     private let io: CommandIO
@@ -36,7 +36,7 @@ struct DevCommands {
             return ExitCode.failed
         }
         let key: DevelopmentKey
-        do throws(IDTokenError) { key = try DevelopmentKey.generate(kind) } catch {
+        do throws(SigningError) { key = try DevelopmentKey.generate(kind) } catch {
             io.err("tokensignin dev keygen: \(error.code.name)")
             return ExitCode.failed
         }
@@ -67,7 +67,7 @@ struct DevCommands {
             return ExitCode.failed
         }
         let key: DevelopmentKey
-        do throws(IDTokenError) { key = try DevelopmentKey(pem: String(decoding: pem, as: UTF8.self)) } catch {
+        do throws(SigningError) { key = try DevelopmentKey(pem: String(decoding: pem, as: UTF8.self)) } catch {
             io.err("tokensignin dev token: \(error.code.name)")
             return ExitCode.failed
         }

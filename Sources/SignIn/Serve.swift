@@ -1,5 +1,6 @@
 // `tokensignin serve`: wires the configuration, Google's key cache and the FastCGI server together.
 import FastCGI
+import GoogleKeys
 import IDToken
 import Store
 

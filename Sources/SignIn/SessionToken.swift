@@ -1,5 +1,6 @@
 // Session tokens: 256 random bits handed to the client once; only their SHA-256 is ever stored.
 import IDToken
+import Signing
 import Store
 
 /// A session secret as the client holds it (base64url of 32 random bytes, 43 characters).

@@ -1,4 +1,5 @@
 // `tokensignin verify`: checks one ID token offline; exit 0 claims on stdout, 1 invalid, 2 usage, 3 no keys.
+import GoogleKeys
 import IDToken
 
 extension Commands {
@@ -58,7 +59,8 @@ extension Commands {
                 }
                 keys = try KeySet(jwks: bytes)
             } else {
-                keys = try KeyCache(source: .url(configuration.jwksURL)).currentKeys()
+                // One fetch, as long as it takes within its own limits (not the service's short wait for keys).
+                keys = try KeySource.url(configuration.jwksURL).loadKeySet()
             }
         } catch {
             io.err("keys unavailable: \(error.code.name)\(error.detail.isEmpty ? "" : " (\(error.detail))")")

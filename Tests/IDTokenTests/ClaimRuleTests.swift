@@ -1,5 +1,6 @@
 // The Google claim policy: every acceptance and rejection rule, by name, as parameterised tables.
 import IDToken
+import Signing
 import Testing
 
 struct ClaimCase: Sendable, CustomTestStringConvertible {
@@ -81,6 +82,53 @@ let acceptedClaimCases: [ClaimCase] = [
     ClaimCase(name: "unknownClaimsAreIgnored", changes: ["nonce": "n-0S6_WzA2Mj", "at_hash": "HK6E_P6Dh8Y93mRNtsDB1Q"],
               expected: "ok"),
 ]
+
+func text(_ unit: String, _ count: Int) -> ClaimValue { .string(String(repeating: unit, count: count)) }
+
+/// The database limits (sql/001_users.sql) and the control-character rule, at and one past each bound.
+let storableClaimCases: [ClaimCase] = [
+    ClaimCase(name: "subjectOf255CharactersIsAccepted", changes: ["sub": text("1", 255)], expected: "ok"),
+    ClaimCase(name: "subjectOf256CharactersIsTooLong", changes: ["sub": text("1", 256)], expected: "claim_too_long"),
+    ClaimCase(name: "emailOf320CharactersIsAccepted", changes: ["email": .string(String(repeating: "u", count: 308) + "@example.com")], expected: "ok"),
+    ClaimCase(name: "emailOf321CharactersIsTooLong", changes: ["email": .string(String(repeating: "u", count: 309) + "@example.com")],
+              expected: "claim_too_long"),
+    // Counted as PostgreSQL's length() counts: Unicode scalars, not bytes (2 each here) nor characters (e + U+0301 is one).
+    ClaimCase(name: "nameOf1024ScalarsIsAccepted", changes: ["name": text("e\u{301}", 512)], expected: "ok"),
+    ClaimCase(name: "nameOf1025ScalarsIsTooLong", changes: ["name": .string(String(repeating: "e\u{301}", count: 512) + "x")], expected: "claim_too_long"),
+    ClaimCase(name: "nameOf1024TwoByteScalarsIsAccepted", changes: ["name": text("\u{E9}", 1024)], expected: "ok"),
+    ClaimCase(name: "givenNameOf1025CharactersIsTooLong", changes: ["given_name": text("g", 1025)], expected: "claim_too_long"),
+    ClaimCase(name: "familyNameOf1025CharactersIsTooLong", changes: ["family_name": text("f", 1025)], expected: "claim_too_long"),
+    ClaimCase(name: "pictureOf4096CharactersIsAccepted", changes: ["picture": text("p", 4096)], expected: "ok"),
+    ClaimCase(name: "pictureOf4097CharactersIsTooLong", changes: ["picture": text("p", 4097)], expected: "claim_too_long"),
+    ClaimCase(name: "localeOf64CharactersIsAccepted", changes: ["locale": text("l", 64)], expected: "ok"),
+    ClaimCase(name: "localeOf65CharactersIsTooLong", changes: ["locale": text("l", 65)], expected: "claim_too_long"),
+    ClaimCase(name: "hostedDomainOf253CharactersIsAccepted", changes: ["hd": text("d", 253)], expected: "ok"),
+    ClaimCase(name: "hostedDomainOf254CharactersIsTooLong", changes: ["hd": text("d", 254)], expected: "claim_too_long"),
+    ClaimCase(name: "nulInTheNameIsABadClaimValue", changes: ["name": "Test\u{0}User"], expected: "bad_claim_value"),
+    ClaimCase(name: "crlfInTheSubjectIsABadClaimValue", changes: ["sub": "1\r\nX-User-Id: 2"], expected: "bad_claim_value"),
+    ClaimCase(name: "lineFeedInTheEmailIsABadClaimValue", changes: ["email": "user@example.com\nX-User-Email: admin@example.com"],
+              expected: "bad_claim_value"),
+    ClaimCase(name: "tabInTheGivenNameIsABadClaimValue", changes: ["given_name": "Te\tst"], expected: "bad_claim_value"),
+    ClaimCase(name: "deleteInTheFamilyNameIsABadClaimValue", changes: ["family_name": "Us\u{7F}er"], expected: "bad_claim_value"),
+    ClaimCase(name: "escapeInThePictureIsABadClaimValue", changes: ["picture": "https://p.example/\u{1B}[2J"], expected: "bad_claim_value"),
+    ClaimCase(name: "controlCharacterInTheLocaleIsABadClaimValue", changes: ["locale": "en\u{1}"], expected: "bad_claim_value"),
+    ClaimCase(name: "controlCharacterInTheHostedDomainIsABadClaimValue", changes: ["hd": "example.com\r"], expected: "bad_claim_value"),
+    ClaimCase(name: "controlCharacterIsRefusedBeforeLength", changes: ["name": .string(String(repeating: "n", count: 2000) + "\n")],
+              expected: "bad_claim_value"),
+    ClaimCase(name: "nonASCIITextIsAccepted", changes: ["name": "Zoë 李 👍🏽 مرحبا", "locale": "zh-Hant-TW"], expected: "ok"),
+    ClaimCase(name: "controlCharactersInUnreadClaimsAreIgnored", changes: ["nonce": "a\u{0}b"], expected: "ok"),
+    // A security event token presented as an ID token.
+    ClaimCase(name: "payloadWithAnEventsClaimIsNotAnIDToken",
+              changes: ["events": ["https://schemas.openid.net/secevent/risc/event-type/sessions-revoked": [:]]], expected: "not_an_id_token"),
+    ClaimCase(name: "eventsClaimOfAnyTypeIsNotAnIDToken", changes: ["events": .null], expected: "not_an_id_token"),
+]
+
+@Test(arguments: storableClaimCases)
+func storableClaimRule(_ c: ClaimCase) {
+    let token = Keys.rsa.sign(claims: Fixture.claims(c.changes, removing: c.removed))
+    #expect(token.utf8.count <= JWS.maxTokenBytes)
+    #expect(Fixture.code(Fixture.verify(token)) == c.expected)
+}
 
 @Test(arguments: rejectedClaimCases + acceptedClaimCases)
 func claimRule(_ c: ClaimCase) {

@@ -1,6 +1,7 @@
 // `tokensignin verify` and `tokensignin dev` as a user runs them: the built binary, every exit code.
 import Foundation
 import IDToken
+import Signing
 import Testing
 import TestSupport
 

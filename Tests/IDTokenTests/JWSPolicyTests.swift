@@ -1,6 +1,7 @@
 // The JOSE layer: token shape, strict base64url, header policy (algorithms, embedded keys, crit, kid) and signatures.
 import Dispatch
 import IDToken
+import Signing
 import Synchronization
 import Testing
 
@@ -192,15 +193,14 @@ func base64URLIsStrict(_ c: Base64Case) {
 
 @Test func base64URLRoundTripsEveryLength() {
     for count in 0..<70 {
-        let bytes = SecureRandom.bytes(count)
+        let bytes = (0..<count).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 11) }
         #expect(Base64URL.decode(Base64URL.encode(bytes)) == bytes)
     }
 }
 
-@Test func digestAndRandomUtilities() {
+@Test func digestIsSHA256() {
     #expect(Digest.sha256(Array("abc".utf8)) == hex("ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"))
-    #expect(SecureRandom.bytes(32).count == 32)
-    #expect(SecureRandom.bytes(32) != SecureRandom.bytes(32))
+    #expect(Digest.sha256([]) == hex("e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"))
 }
 
 func hex(_ s: String) -> [UInt8] {

@@ -1,5 +1,6 @@
 // Key-set loading: which JWKS entries are used, which are rejected and why, and what a token naming them gets.
 import IDToken
+import Signing
 import Testing
 
 func jwks(_ entries: String...) -> [UInt8] { Array("{\"keys\":[\(entries.joined(separator: ","))]}".utf8) }

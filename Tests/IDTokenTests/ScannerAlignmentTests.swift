@@ -1,5 +1,6 @@
 // The word-at-a-time scans (dots in the token, quotes and backslashes in JSON strings) decide alike at every byte offset.
 import IDToken
+import Signing
 import Testing
 
 let alignmentToken = Keys.rsa.sign(claims: Fixture.claims)

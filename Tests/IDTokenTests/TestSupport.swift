@@ -1,36 +1,45 @@
-// Shared fixtures for IDToken tests: test-data location, generated development keys, token builders.
+// Shared fixtures for IDToken tests: the published vectors, generated development keys, token builders.
 import Foundation
 import IDToken
+import Signing
 import Testing
 
+/// The published vectors in `Vectors/` beside this file (sources and licences in Vectors/README.md). A missing
+/// or malformed file is a thrown error naming it, so the tests that need it fail with that message.
 enum TestData {
-    /// The package root: the nearest ancestor of this file holding Package.swift.
-    static let packageRoot: URL = {
-        var dir = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-        while dir.path != "/" {
-            if FileManager.default.fileExists(atPath: dir.appendingPathComponent("Package.swift").path) { return dir }
-            dir.deleteLastPathComponent()
-        }
-        fatalError("Package.swift not found above \(#filePath)")
-    }()
+    /// The repository root: three levels above this file (`Tests/IDTokenTests/TestSupport.swift`).
+    static let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent()
+    static let folder = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Vectors")
 
-    /// `<repo>/../shared/testdata`, else `/work/shared/testdata`.
-    static let root: URL = {
-        let beside = packageRoot.deletingLastPathComponent().appendingPathComponent("shared/testdata")
-        if FileManager.default.fileExists(atPath: beside.path) { return beside }
-        return URL(fileURLWithPath: "/work/shared/testdata")
-    }()
+    struct VectorError: Error, CustomStringConvertible {
+        let description: String
+        init(_ description: String) { self.description = description }
+    }
 
     static func bytes(_ path: String) throws -> [UInt8] {
-        [UInt8](try Data(contentsOf: root.appendingPathComponent(path)))
+        let url = folder.appendingPathComponent(path)
+        guard let data = FileManager.default.contents(atPath: url.path) else {
+            throw VectorError("test vector \(path) is missing: expected at \(url.path) (see Tests/IDTokenTests/Vectors/README.md)")
+        }
+        return [UInt8](data)
     }
 
     static func json(_ path: String) throws -> [String: Any] {
-        try JSONSerialization.jsonObject(with: Data(contentsOf: root.appendingPathComponent(path))) as! [String: Any]
+        let object = try JSONSerialization.jsonObject(with: Data(bytes(path)))
+        guard let dictionary = object as? [String: Any] else { throw VectorError("test vector \(path) is not a JSON object") }
+        return dictionary
     }
 
-    static func jsonText(_ value: Any) -> String {
-        String(decoding: try! JSONSerialization.data(withJSONObject: value, options: [.sortedKeys]), as: UTF8.self)
+    /// `dictionary[key]` as a `T`, or an error naming the member (vector files are data from elsewhere).
+    static func member<T>(_ dictionary: [String: Any], _ key: String, as type: T.Type = T.self) throws -> T {
+        guard let value = dictionary[key] as? T else { throw VectorError("vector member \(key) missing or not a \(T.self)") }
+        return value
+    }
+
+    /// Compact JSON with sorted keys of a value decoded by JSONSerialization.
+    static func jsonText(_ value: Any) throws -> String {
+        String(decoding: try JSONSerialization.data(withJSONObject: value, options: [.sortedKeys]), as: UTF8.self)
     }
 }
 

@@ -1,6 +1,7 @@
 // Published vectors: Wycheproof (JWS, JWK, raw RS256 and ES256), a real Google ID token, and RFC 7520 example 4.1.
 import Foundation
-@testable import IDToken
+import IDToken
+import Signing
 import Testing
 
 // MARK: - Wycheproof json_web_signature_test.json
@@ -15,19 +16,21 @@ struct JWSVector: Sendable, CustomTestStringConvertible {
     var testDescription: String { "tcId \(tcId) \(group)/\(comment) (\(result))" }
 }
 
-func loadJWSVectors(_ file: String) -> [JWSVector] {
-    guard let doc = try? TestData.json(file) else { return [] }
+typealias T = TestData
+
+func loadJWSVectors(_ file: String) throws -> [JWSVector] {
+    let doc = try T.json(file)
     var out: [JWSVector] = []
-    for g in doc["testGroups"] as! [[String: Any]] {
+    for g in try T.member(doc, "testGroups", as: [[String: Any]].self) {
         // A group's public key is either one JWK or a JWKS ({"keys": [...]}).
         var jwk: String?
         if let pub = g["public"] as? [String: Any] {
-            if let keys = pub["keys"] as? [Any] { jwk = keys.map { TestData.jsonText($0) }.joined(separator: ",") }
-            else { jwk = TestData.jsonText(pub) }
+            if let keys = pub["keys"] as? [Any] { jwk = try keys.map { try T.jsonText($0) }.joined(separator: ",") }
+            else { jwk = try T.jsonText(pub) }
         }
-        for t in g["tests"] as! [[String: Any]] {
-            out.append(JWSVector(tcId: Int("\(t["tcId"]!)")!, group: g["comment"] as! String, comment: t["comment"] as! String,
-                                 jws: t["jws"] as! String, result: t["result"] as! String, publicJWK: jwk))
+        for t in try T.member(g, "tests", as: [[String: Any]].self) {
+            out.append(JWSVector(tcId: try T.member(t, "tcId", as: NSNumber.self).intValue, group: try T.member(g, "comment"), comment: try T.member(t, "comment"),
+                                 jws: try T.member(t, "jws"), result: try T.member(t, "result"), publicJWK: jwk))
         }
     }
     return out
@@ -41,16 +44,17 @@ func headerAlg(_ jws: String) -> String? {
     return obj["alg"] as? String
 }
 
-let jwsVectors = loadJWSVectors("wycheproof/json_web_signature_test.json")
+/// Loaded once; a missing or malformed file fails `wycheproofJWSVectorsArePresent` with the file's name.
+let jwsVectors = Result { try loadJWSVectors("wycheproof/json_web_signature_test.json") }
 
-@Test func wycheproofJWSVectorsArePresent() {
-    #expect(jwsVectors.count == 401)
+@Test func wycheproofJWSVectorsArePresent() throws {
+    #expect(try jwsVectors.get().count == 401)
 }
 
 /// RS256/ES256 vectors: every `valid` verifies and every `invalid` is refused at the JWS layer.
 /// Every other algorithm (HS*, PS*, RS384/512, ES512) is refused by policy with `unsupported_algorithm`,
 /// even when Wycheproof calls the token valid. (The files contain no `acceptable` JWS cases.)
-@Test(arguments: jwsVectors)
+@Test(arguments: (try? jwsVectors.get()) ?? [])
 func wycheproofJWS(_ v: JWSVector) throws {
     // The group's key next to an unrelated RSA key, so the set loads even when the group's key is refused.
     let keys = try KeySet(jwks: Array("{\"keys\":[\(Keys.rsa2.publicJWK)\(v.publicJWK.map { "," + $0 } ?? "")]}".utf8))
@@ -72,19 +76,23 @@ func wycheproofJWS(_ v: JWSVector) throws {
 
 // MARK: - Wycheproof json_web_key_test.json
 
-let jwkVectors: [(String, JWSVector, String)] = {
-    guard let doc = try? TestData.json("wycheproof/json_web_key_test.json") else { return [] }
-    var out: [(String, JWSVector, String)] = []
-    for g in doc["testGroups"] as! [[String: Any]] {
-        let set = (g["public"] ?? g["private"]) as! [String: Any]
-        for t in g["tests"] as! [[String: Any]] {
-            out.append((TestData.jsonText(set), JWSVector(tcId: Int("\(t["tcId"]!)")!, group: g["comment"] as! String,
-                                                          comment: t["comment"] as! String, jws: t["jws"] as! String,
-                                                          result: t["result"] as! String, publicJWK: nil), ""))
+let jwkVectors = Result { () throws -> [(String, JWSVector)] in
+    let doc = try T.json("wycheproof/json_web_key_test.json")
+    var out: [(String, JWSVector)] = []
+    for g in try T.member(doc, "testGroups", as: [[String: Any]].self) {
+        guard let set = (g["public"] ?? g["private"]) as? [String: Any] else { throw T.VectorError("JWK group without a key") }
+        for t in try T.member(g, "tests", as: [[String: Any]].self) {
+            out.append((try T.jsonText(set), JWSVector(tcId: try T.member(t, "tcId", as: NSNumber.self).intValue, group: try T.member(g, "comment"),
+                                                       comment: try T.member(t, "comment"), jws: try T.member(t, "jws"),
+                                                       result: try T.member(t, "result"), publicJWK: nil)))
         }
     }
     return out
-}()
+}
+
+@Test func wycheproofJWKVectorsArePresent() throws {
+    #expect(try jwkVectors.get().count == 26)
+}
 
 struct JWKVector: Sendable, CustomTestStringConvertible {
     let jwks: String
@@ -115,7 +123,7 @@ let jwkExpectations: [Int: String] = [
     25: "invalid_key_set", 26: "invalid_key_set",   // AES keys
 ]
 
-@Test(arguments: jwkVectors.map { JWKVector(jwks: $0.0, v: $0.1, expected: jwkExpectations[$0.1.tcId] ?? "missing expectation") })
+@Test(arguments: ((try? jwkVectors.get()) ?? []).map { JWKVector(jwks: $0.0, v: $0.1, expected: jwkExpectations[$0.1.tcId] ?? "missing expectation") })
 func wycheproofJWK(_ c: JWKVector) {
     let code: String
     do {
@@ -133,12 +141,12 @@ func wycheproofJWK(_ c: JWKVector) {
     let doc = try TestData.json("wycheproof/json_web_key_test.json")
     for (comment, expected) in [("keysize_too_small", "weak_key"), ("jws_rsa_roca_key", "weak_key"), ("exponentOne", "weak_key"), ("invalid_point", "unusable_key"),
                                 ("wrong_curve", "unusable_key"), ("wrong_kty", "unusable_key"), ("invalid_use", "unusable_key")] {
-        let group = (doc["testGroups"] as! [[String: Any]]).first { $0["comment"] as? String == comment }!
-        let key = ((group["public"] as! [String: Any])["keys"] as! [Any])[0]
+        let group = try #require(try T.member(doc, "testGroups", as: [[String: Any]].self).first { $0["comment"] as? String == comment })
+        let key = try #require(try T.member(try T.member(group, "public", as: [String: Any].self), "keys", as: [Any].self).first)
         // Next to a good key the set loads, and the refused entry's reason is recorded and reported for its kid.
-        let keys = try KeySet(jwks: Array("{\"keys\":[\(Keys.rsa.publicJWK),\(TestData.jsonText(key))]}".utf8))
+        let keys = try KeySet(jwks: Array("{\"keys\":[\(Keys.rsa.publicJWK),\(try T.jsonText(key))]}".utf8))
         #expect(keys.rejectedKeys.map(\.reason.code.name) == [expected], "\(comment)")
-        let jws = (group["tests"] as! [[String: Any]])[0]["jws"] as! String
+        let jws: String = try T.member(try #require(try T.member(group, "tests", as: [[String: Any]].self).first), "jws")
         let code = Fixture.code(JWS.verify(jws, keys: keys))
         #expect(code == expected || code == "unsupported_algorithm" || code == "algorithm_mismatch", "\(comment): \(code)")
     }
@@ -149,17 +157,17 @@ func wycheproofJWK(_ c: JWKVector) {
 @Test func wycheproofRSASignature2048SHA256() throws {
     let doc = try TestData.json("wycheproof/rsa_signature_2048_sha256_test.json")
     var checked = 0
-    for g in doc["testGroups"] as! [[String: Any]] {
-        let keys = try KeySet(jwks: Array("{\"keys\":[\(TestData.jsonText(g["keyJwk"]!))]}".utf8))
+    for g in try T.member(doc, "testGroups", as: [[String: Any]].self) {
+        let keys = try KeySet(jwks: Array("{\"keys\":[\(try T.jsonText(try T.member(g, "keyJwk", as: Any.self)))]}".utf8))
         let key = try keys.key(for: "none").get()
-        for t in g["tests"] as! [[String: Any]] {
-            let sig = hex(t["sig"] as! String), msg = hex(t["msg"] as! String)
+        for t in try T.member(g, "tests", as: [[String: Any]].self) {
+            let sig = hex(try T.member(t, "sig")), msg = hex(try T.member(t, "msg"))
             let ok = sig.count == key.signatureLength
                 && sig.withUnsafeBytes { s in msg.withUnsafeBytes { key.verify(signature: s, message: $0) } }
-            switch t["result"] as! String {
-            case "valid": #expect(ok, "tcId \(t["tcId"]!)")
+            switch try T.member(t, "result", as: String.self) {
+            case "valid": #expect(ok, "tcId \(t["tcId"] ?? "?")")
             // `acceptable` (tcId 8, DigestInfo without the NULL parameter): we refuse it, as OpenSSL does.
-            default: #expect(!ok, "tcId \(t["tcId"]!) \(t["comment"]!)")
+            default: #expect(!ok, "tcId \(t["tcId"] ?? "?") \(t["comment"] ?? "")")
             }
             checked += 1
         }
@@ -170,17 +178,18 @@ func wycheproofJWK(_ c: JWKVector) {
 @Test func wycheproofECDSAP256SHA256P1363() throws {
     let doc = try TestData.json("wycheproof/ecdsa_secp256r1_sha256_p1363_test.json")
     var checked = 0
-    for g in doc["testGroups"] as! [[String: Any]] {
+    for g in try T.member(doc, "testGroups", as: [[String: Any]].self) {
         // Every group has the uncompressed point (some lack publicKeyJwk): 04 ‖ x ‖ y.
-        let point = hex((g["publicKey"] as! [String: Any])["uncompressed"] as! String)
+        let point = hex(try T.member(try T.member(g, "publicKey", as: [String: Any].self), "uncompressed"))
+        try #require(point.count == 65)
         let jwk: [String: Any] = ["kty": "EC", "crv": "P-256", "kid": "none",
                                   "x": Base64URL.encode(Array(point[1..<33])), "y": Base64URL.encode(Array(point[33..<65]))]
-        let keys = try KeySet(jwks: Array("{\"keys\":[\(TestData.jsonText(jwk))]}".utf8))
+        let keys = try KeySet(jwks: Array("{\"keys\":[\(try T.jsonText(jwk))]}".utf8))
         let key = try keys.key(for: "none").get()
-        for t in g["tests"] as! [[String: Any]] {
-            let sig = hex(t["sig"] as! String), msg = hex(t["msg"] as! String)
+        for t in try T.member(g, "tests", as: [[String: Any]].self) {
+            let sig = hex(try T.member(t, "sig")), msg = hex(try T.member(t, "msg"))
             let ok = sig.count == 64 && sig.withUnsafeBytes { s in msg.withUnsafeBytes { key.verify(signature: s, message: $0) } }
-            #expect(ok == (t["result"] as! String == "valid"), "tcId \(t["tcId"]!) \(t["comment"]!)")
+            #expect(ok == (try T.member(t, "result", as: String.self) == "valid"), "tcId \(t["tcId"] ?? "?") \(t["comment"] ?? "")")
             checked += 1
         }
     }
@@ -195,10 +204,10 @@ struct GoogleToken {
     let exp: Int64
     let keys: KeySet
     static func load() throws -> GoogleToken {
-        let doc = try TestData.json("google/service_account_id_token_2020.json")
-        let payload = doc["payload"] as! [String: Any]
-        return GoogleToken(jwt: doc["jwt"] as! String, iat: (payload["iat"] as! NSNumber).int64Value,
-                           exp: (payload["exp"] as! NSNumber).int64Value,
+        let doc = try T.json("google/service_account_id_token_2020.json")
+        let payload = try T.member(doc, "payload", as: [String: Any].self)
+        return GoogleToken(jwt: try T.member(doc, "jwt"), iat: try T.member(payload, "iat", as: NSNumber.self).int64Value,
+                           exp: try T.member(payload, "exp", as: NSNumber.self).int64Value,
                            keys: try KeySet(jwks: TestData.bytes("google/federated_keys.json")))
     }
 }
@@ -238,8 +247,8 @@ struct GoogleToken {
     let key = try TestData.bytes("jose-cookbook/3_3.rsa_public_key.json")
     let keys = try KeySet(jwks: Array("{\"keys\":[".utf8) + key + Array("]}".utf8))
     let doc = try TestData.json("jose-cookbook/4_1.rsa_v15_signature.json")
-    let compact = (doc["output"] as! [String: Any])["compact"] as! String
-    let payload = ((doc["input"] as! [String: Any])["payload"] as! String)
+    let compact: String = try T.member(try T.member(doc, "output", as: [String: Any].self), "compact")
+    let payload: String = try T.member(try T.member(doc, "input", as: [String: Any].self), "payload")
     let jws = try JWS.verify(compact, keys: keys).get()
     #expect(jws.payload == Array(payload.utf8))
     // Not JSON, so the claim layer refuses it.

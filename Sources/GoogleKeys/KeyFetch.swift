@@ -1,12 +1,13 @@
 // Loading a JWKS document: one bounded, redirect-free libcurl GET (or a local file read), plus its freshness.
 import CCurl
+import IDToken
 
 #if canImport(Glibc)
 import Glibc
 #endif
 
 /// Why one load of the key set failed; the cache folds it into `IDTokenError(.keysUnavailable, detail)`.
-enum KeyFetchFailure: Error, Equatable, CustomStringConvertible {
+package enum KeyFetchFailure: Error, Equatable, CustomStringConvertible {
     /// Not `https://`, and not `http://` to a loopback host.
     case refusedURL(String)
     /// DNS, connect, TLS, timeout: libcurl's own message.
@@ -17,8 +18,10 @@ enum KeyFetchFailure: Error, Equatable, CustomStringConvertible {
     case file(String)
     /// The document is not a usable JWKS (or has no keys).
     case invalidKeySet(String)
+    /// No thread could be started to run the fetch on.
+    case noThread
 
-    var description: String {
+    package var description: String {
         switch self {
         case .refusedURL(let why): "refused URL: \(why)"
         case .transport(let why): "transport: \(why)"
@@ -26,47 +29,71 @@ enum KeyFetchFailure: Error, Equatable, CustomStringConvertible {
         case .bodyTooLarge(let limit): "body over \(limit) bytes"
         case .file(let why): "file: \(why)"
         case .invalidKeySet(let why): "invalid key set: \(why)"
+        case .noThread: "no thread could be started for the fetch"
         }
     }
 }
 
 /// One loaded key document and how long its source says it stays fresh.
-struct KeyDocument: Sendable {
-    var body: [UInt8]
+package struct KeyDocument: Sendable {
+    package var body: [UInt8]
     /// Seconds of freshness left (`max-age` minus `Age`), nil when the source says nothing.
-    var freshFor: Int64?
+    package var freshFor: Int64?
+
+    package init(body: [UInt8], freshFor: Int64?) {
+        self.body = body
+        self.freshFor = freshFor
+    }
 }
 
 /// The limits every HTTP fetch runs under.
-struct FetchLimits: Sendable {
-    var maxBodyBytes: Int
-    var connectTimeoutMilliseconds: Int
-    var totalTimeoutMilliseconds: Int
+package struct FetchLimits: Sendable {
+    package var maxBodyBytes: Int
+    package var connectTimeoutMilliseconds: Int
+    package var totalTimeoutMilliseconds: Int
     /// A PEM bundle to trust instead of the system's (tests with a private CA); nil in production.
-    var trustedCAFile: String? = nil
+    package var trustedCAFile: String? = nil
+
+    package init(maxBodyBytes: Int, connectTimeoutMilliseconds: Int, totalTimeoutMilliseconds: Int) {
+        self.maxBodyBytes = maxBodyBytes
+        self.connectTimeoutMilliseconds = connectTimeoutMilliseconds
+        self.totalTimeoutMilliseconds = totalTimeoutMilliseconds
+    }
+
+    init(_ settings: KeyCache.Settings) {
+        self.init(maxBodyBytes: settings.maxBodyBytes, connectTimeoutMilliseconds: Self.milliseconds(settings.connectTimeout),
+                  totalTimeoutMilliseconds: Self.milliseconds(settings.totalTimeout))
+    }
+
+    private static func milliseconds(_ duration: Duration) -> Int {
+        let (seconds, attoseconds) = duration.components
+        return Int(seconds) * 1000 + Int(attoseconds / 1_000_000_000_000_000)
+    }
 }
 
 /// A raw HTTP response, headers in arrival order with lower-cased names (final response only).
-struct HTTPResponse: Sendable {
-    var status: Int
-    var headers: [(name: String, value: String)]
-    var body: [UInt8]
+package struct HTTPResponse: Sendable {
+    package var status: Int
+    package var headers: [(name: String, value: String)]
+    package var body: [UInt8]
 
-    func values(_ name: String) -> [String] { headers.filter { $0.name == name }.map(\.value) }
+    package func values(_ name: String) -> [String] { headers.filter { $0.name == name }.map(\.value) }
 }
 
 /// curl_global_init is not thread-safe: run it exactly once, lazily (Swift globals initialise once, atomically).
 private let curlGlobalInit: CURLcode = curl_global_init(Int(CURL_GLOBAL_SSL | CURL_GLOBAL_WIN32))
 
-enum KeyFetch {
+package enum KeyFetch {
     static let loopbackHosts: Set<String> = ["127.0.0.1", "::1", "[::1]", "localhost"]
 
     /// nil when `url` may be fetched: `https://` anywhere, `http://` only to a loopback host (tests, sidecars).
-    static func urlProblem(_ url: String) -> String? {
+    package static func urlProblem(_ url: String) -> String? {
         scheme(of: url).problem
     }
 
     private static func scheme(of url: String) -> (scheme: String, problem: String?) {
+        // Printable ASCII only: what an operator types, and nothing libcurl might normalise (IDN, spaces).
+        guard url.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else { return ("", "not a valid URL (spaces or non-ASCII characters)") }
         guard let handle = curl_url() else { return ("", "out of memory") }
         defer { curl_url_cleanup(handle) }
         guard curl_url_set(handle, CURLUPART_URL, url, 0) == CURLUE_OK else { return ("", "not a valid URL") }
@@ -76,7 +103,9 @@ enum KeyFetch {
             defer { curl_free(value) }
             return String(cString: value).lowercased()
         }
-        switch (part(CURLUPART_SCHEME), part(CURLUPART_HOST)) {
+        // `https://user@host` hides the real host from a reader (`https://accounts.google.com@evil.example`).
+        if part(CURLUPART_USER) != nil || part(CURLUPART_PASSWORD) != nil { return ("", "user information is not allowed in the URL") }
+        switch (part(CURLUPART_SCHEME), part(CURLUPART_HOST).flatMap { $0.isEmpty ? nil : $0 }) {
         case ("https", _?): return ("https", nil)
         case ("http", let host?) where loopbackHosts.contains(host): return ("http", nil)
         case ("http", _): return ("http", "http:// is allowed only to a loopback host; use https://")
@@ -85,7 +114,7 @@ enum KeyFetch {
     }
 
     /// GETs `url` with `limits`; follows no redirects.
-    static func get(_ url: String, limits: FetchLimits) throws(KeyFetchFailure) -> HTTPResponse {
+    package static func get(_ url: String, limits: FetchLimits) throws(KeyFetchFailure) -> HTTPResponse {
         let (scheme, problem) = scheme(of: url)
         if let problem { throw .refusedURL(problem) }
         guard curlGlobalInit == CURLE_OK else { throw .transport("curl_global_init failed") }
@@ -114,6 +143,7 @@ enum KeyFetch {
 
         let result = withExtendedLifetime(transfer) { curl_easy_perform(easy) }
         if transfer.tooLarge || result == CURLE_FILESIZE_EXCEEDED { throw .bodyTooLarge(limit: limits.maxBodyBytes) }
+        if transfer.headerBytes > maxHeaderBytes { throw .transport("response headers over \(maxHeaderBytes) bytes") }
         guard result == CURLE_OK else { throw .transport(message(result)) }
         var status = 0
         guard CCurl_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &status) == CURLE_OK else {
@@ -122,15 +152,33 @@ enum KeyFetch {
         return HTTPResponse(status: status, headers: transfer.headers, body: transfer.body)
     }
 
+    /// The document of `source`: an HTTP GET or a file read.
+    package static func document(from source: KeySource, limits: FetchLimits) throws(KeyFetchFailure) -> KeyDocument {
+        switch source {
+        case .file(let path): try document(path: path, limit: limits.maxBodyBytes)
+        case .url(let url): try document(url: url, limits: limits)
+        }
+    }
+
+    /// The key set in `document` and its freshness; a document that is not a JWKS with a usable key is a failure.
+    package static func keySet(from document: KeyDocument) throws(KeyFetchFailure) -> (keys: KeySet, freshFor: Int64?) {
+        let keys: KeySet
+        do { keys = try KeySet(jwks: document.body) } catch {
+            throw .invalidKeySet(error.detail.isEmpty ? error.description : error.detail)
+        }
+        guard !keys.keyIDs.isEmpty else { throw .invalidKeySet("no keys") }
+        return (keys, document.freshFor)
+    }
+
     /// Fetches a JWKS: status 200 only; freshness from Cache-Control and Age.
-    static func document(url: String, limits: FetchLimits) throws(KeyFetchFailure) -> KeyDocument {
+    package static func document(url: String, limits: FetchLimits) throws(KeyFetchFailure) -> KeyDocument {
         let response = try get(url, limits: limits)
         guard response.status == 200 else { throw .status(response.status) }
         return KeyDocument(body: response.body, freshFor: freshness(cacheControl: response.values("cache-control"), age: response.values("age")))
     }
 
     /// Reads a JWKS file of at most `limit` bytes; a file carries no freshness.
-    static func document(path: String, limit: Int) throws(KeyFetchFailure) -> KeyDocument {
+    package static func document(path: String, limit: Int) throws(KeyFetchFailure) -> KeyDocument {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw .file("cannot open \(path): errno \(errno)") }
         defer { close(fd) }
@@ -150,10 +198,10 @@ enum KeyFetch {
     }
 
     /// Seconds a response stays fresh: `max-age` minus `Age`, 0 for `no-store`/`no-cache`, nil without `max-age`.
-    static func freshness(cacheControl: [String], age: [String]) -> Int64? {
+    package static func freshness(cacheControl: [String], age: [String]) -> Int64? {
         var maxAge: Int64?
         for directive in cacheControl.flatMap({ $0.split(separator: ",") }) {
-            let token = directive.trimmingWhitespace().lowercased()
+            let token = trimmedOWS(directive).lowercased()
             if token == "no-store" || token == "no-cache" { return 0 }
             guard token.hasPrefix("max-age="), maxAge == nil else { continue }
             var value = token.dropFirst("max-age=".count)
@@ -161,7 +209,7 @@ enum KeyFetch {
             maxAge = Int64(value).map { max(0, $0) } ?? 0  // RFC 9111 §4.2.1: an invalid max-age means stale
         }
         guard let maxAge else { return nil }
-        let ageSeconds = age.first.flatMap { Int64($0.trimmingWhitespace()) }.map { max(0, $0) } ?? 0
+        let ageSeconds = age.first.flatMap { Int64(trimmedOWS($0[...])) }.map { max(0, $0) } ?? 0
         return max(0, maxAge - ageSeconds)
     }
 
@@ -176,6 +224,7 @@ private final class Transfer {
     let limit: Int
     var body: [UInt8] = []
     var headers: [(name: String, value: String)] = []
+    var headerBytes = 0
     var tooLarge = false
     init(limit: Int) { self.limit = limit }
 }
@@ -200,21 +249,25 @@ private let headerCallback: @convention(c) (UnsafeMutablePointer<CChar>?, Int, I
     let length = size * count
     guard let context, let data else { return length }
     let transfer = Unmanaged<Transfer>.fromOpaque(context).takeUnretainedValue()
+    transfer.headerBytes += length
+    guard transfer.headerBytes <= maxHeaderBytes else { return 0 }  // a flood of headers aborts the transfer
     let line = String(decoding: UnsafeRawBufferPointer(start: data, count: length), as: UTF8.self)
     if line.hasPrefix("HTTP/") {
         transfer.headers = []  // a new status line (after 100 Continue): keep only the final response's headers
     } else if let colon = line.firstIndex(of: ":") {
-        let name = line[..<colon].trimmingWhitespace().lowercased()
-        let value = line[line.index(after: colon)...].trimmingWhitespace()
-        transfer.headers.append((name, value))
+        transfer.headers.append((trimmedOWS(line[..<colon]).lowercased(), trimmedOWS(line[line.index(after: colon)...])))
     }
     return length
 }
 
-extension StringProtocol {
-    fileprivate func trimmingWhitespace() -> String {
-        let isSpace: (Character) -> Bool = { $0 == " " || $0 == "\t" || $0 == "\r\n" || $0 == "\r" || $0 == "\n" }  // "\r\n" is one Character
-        guard let first = firstIndex(where: { !isSpace($0) }), let last = lastIndex(where: { !isSpace($0) }) else { return "" }
-        return String(self[first...last])
-    }
+/// All header lines of one transfer together (Google sends about 1 KB).
+private let maxHeaderBytes = 64 * 1024
+
+/// `text` without the optional whitespace of HTTP (spaces, tabs) and the line end (CR, LF) around it.
+/// On Unicode scalars, since "\r\n" is a single Character.
+private func trimmedOWS(_ text: Substring) -> String {
+    let scalars = text.unicodeScalars
+    let isOWS: (Unicode.Scalar) -> Bool = { $0 == " " || $0 == "\t" || $0 == "\r" || $0 == "\n" }
+    guard let first = scalars.firstIndex(where: { !isOWS($0) }), let last = scalars.lastIndex(where: { !isOWS($0) }) else { return "" }
+    return String(scalars[first...last])
 }

@@ -1,6 +1,7 @@
 // DEVELOPMENT AND TEST ONLY: a local signing key that mints Google-shaped ID tokens for tests, benchmarks and demos.
 import COpenSSL
 import FoundationEssentials
+import IDToken
 
 /// A claim value for `DevelopmentKey.sign(claims:)` (development and tests only; replies use SignIn.JSONValue).
 public enum ClaimValue: Sendable, Hashable, Encodable, ExpressibleByStringLiteral, ExpressibleByIntegerLiteral,
@@ -39,11 +40,9 @@ public enum ClaimValue: Sendable, Hashable, Encodable, ExpressibleByStringLitera
     }
 }
 
-/// DEVELOPMENT AND TEST ONLY. A private signing key (RSA-2048 or P-256) that signs arbitrary claims into compact
-/// RS256/ES256 tokens, with its public JWKS. Production never signs tokens: Google does.
-// SAFETY: the EVP_PKEY is never mutated after init; OpenSSL 3 allows concurrent signing with one EVP_PKEY
-// (each call uses its own EVP_MD_CTX).
-public final class DevelopmentKey: @unchecked Sendable {
+/// DEVELOPMENT AND TEST ONLY. A signing key (RSA-2048 or P-256) that signs arbitrary claims into compact
+/// RS256/ES256 tokens, with its public JWKS and its PEM. Production never signs ID tokens: Google does.
+public final class DevelopmentKey: Sendable {
     public enum Kind: String, Sendable { case rsa2048, p256 }
 
     public let kind: Kind
@@ -51,88 +50,65 @@ public final class DevelopmentKey: @unchecked Sendable {
     public let kid: String
     /// The public key as one JWK JSON object (kty, kid, alg, use and n/e or crv/x/y).
     public let publicJWK: String
-    private let pkey: OpaquePointer
+    public let signingKey: SigningKey
 
-    public var algorithm: SignatureAlgorithm { kind == .rsa2048 ? .rs256 : .es256 }
+    public var algorithm: SignatureAlgorithm { signingKey.algorithm }
 
-    private init(pkey: OpaquePointer, kind: Kind) throws(IDTokenError) {
-        self.pkey = pkey
-        self.kind = kind
+    private init(_ key: SigningKey) throws(SigningError) {
+        signingKey = key
         let members: [(String, String)]
-        switch kind {
-        case .rsa2048:
-            guard let n = Self.bnParam(pkey, OSSL_PKEY_PARAM_RSA_N, width: 0),
-                  let e = Self.bnParam(pkey, OSSL_PKEY_PARAM_RSA_E, width: 0) else {
-                EVP_PKEY_free(pkey)
-                throw IDTokenError(.badPrivateKey, "cannot read RSA public parameters")
+        switch key.algorithm {
+        case .rs256:
+            guard let n = Self.bnParam(key.pkey, OSSL_PKEY_PARAM_RSA_N, width: 0),
+                  let e = Self.bnParam(key.pkey, OSSL_PKEY_PARAM_RSA_E, width: 0) else {
+                throw SigningError(.badPrivateKey, "cannot read RSA public parameters")
             }
+            kind = .rsa2048
             members = [("e", Base64URL.encode(e)), ("kty", "RSA"), ("n", Base64URL.encode(n))]
-        case .p256:
-            guard let x = Self.bnParam(pkey, OSSL_PKEY_PARAM_EC_PUB_X, width: 32),
-                  let y = Self.bnParam(pkey, OSSL_PKEY_PARAM_EC_PUB_Y, width: 32) else {
-                EVP_PKEY_free(pkey)
-                throw IDTokenError(.badPrivateKey, "cannot read EC public parameters")
+        case .es256:
+            guard let x = Self.bnParam(key.pkey, OSSL_PKEY_PARAM_EC_PUB_X, width: 32),
+                  let y = Self.bnParam(key.pkey, OSSL_PKEY_PARAM_EC_PUB_Y, width: 32) else {
+                throw SigningError(.badPrivateKey, "cannot read EC public parameters")
             }
+            kind = .p256
             members = [("crv", "P-256"), ("kty", "EC"), ("x", Base64URL.encode(x)), ("y", Base64URL.encode(y))]
         }
         // RFC 7638: required members only, sorted, no whitespace.
         let canonical = "{" + members.map { "\"\($0.0)\":\"\($0.1)\"" }.joined(separator: ",") + "}"
         kid = Base64URL.encode(Digest.sha256(Array(canonical.utf8)))
-        let alg = kind == .rsa2048 ? "RS256" : "ES256"
-        publicJWK = "{" + (members + [("alg", alg), ("kid", kid), ("use", "sig")]).sorted { $0.0 < $1.0 }
+        publicJWK = "{" + (members + [("alg", key.algorithm.rawValue), ("kid", kid), ("use", "sig")]).sorted { $0.0 < $1.0 }
             .map { "\"\($0.0)\":\"\($0.1)\"" }.joined(separator: ",") + "}"
     }
 
-    deinit { EVP_PKEY_free(pkey) }
-
     /// Generates a fresh key.
-    public static func generate(_ kind: Kind = .rsa2048) throws(IDTokenError) -> DevelopmentKey {
+    public static func generate(_ kind: Kind = .rsa2048) throws(SigningError) -> DevelopmentKey {
         guard let ctx = EVP_PKEY_CTX_new_from_name(nil, kind == .rsa2048 ? "RSA" : "EC", nil) else {
-            throw IDTokenError(.keyGenerationFailed, "EVP_PKEY_CTX_new_from_name failed")
+            throw SigningError(.keyGenerationFailed, "EVP_PKEY_CTX_new_from_name failed")
         }
         defer { EVP_PKEY_CTX_free(ctx) }
-        guard EVP_PKEY_keygen_init(ctx) == 1 else { throw IDTokenError(.keyGenerationFailed, "keygen_init failed") }
+        guard EVP_PKEY_keygen_init(ctx) == 1 else { throw SigningError(.keyGenerationFailed, "keygen_init failed") }
         let configured = kind == .rsa2048
             ? EVP_PKEY_CTX_set_rsa_keygen_bits(ctx, 2048) == 1
             : EVP_PKEY_CTX_set_group_name(ctx, "P-256") == 1
-        guard configured else { throw IDTokenError(.keyGenerationFailed, "cannot set key size") }
+        guard configured else { throw SigningError(.keyGenerationFailed, "cannot set key size") }
         var pkey: OpaquePointer?
         guard EVP_PKEY_generate(ctx, &pkey) == 1, let pkey else {
             ERR_clear_error()
-            throw IDTokenError(.keyGenerationFailed, "EVP_PKEY_generate failed")
+            throw SigningError(.keyGenerationFailed, "EVP_PKEY_generate failed")
         }
-        return try DevelopmentKey(pkey: pkey, kind: kind)
+        return try DevelopmentKey(SigningKey(taking: pkey))
     }
 
-    /// Loads a PKCS#8 PEM private key (RSA of at least 2048 bits, or P-256).
-    public convenience init(pem: String) throws(IDTokenError) {
-        let bytes = Array(pem.utf8)
-        let loaded: OpaquePointer? = bytes.withUnsafeBytes { buf in
-            guard let bio = BIO_new_mem_buf(buf.baseAddress, Int32(buf.count)) else { return nil }
-            defer { BIO_free(bio) }
-            return PEM_read_bio_PrivateKey(bio, nil, nil, nil)
-        }
-        guard let pkey = loaded else {
-            ERR_clear_error()
-            throw IDTokenError(.badPrivateKey, "not a PEM private key")
-        }
-        let kind: Kind
-        if EVP_PKEY_is_a(pkey, "RSA") == 1 && EVP_PKEY_get_bits(pkey) >= 2048 {
-            kind = .rsa2048
-        } else if EVP_PKEY_is_a(pkey, "EC") == 1 && EVP_PKEY_get_bits(pkey) == 256 {
-            kind = .p256
-        } else {
-            EVP_PKEY_free(pkey)
-            throw IDTokenError(.badPrivateKey, "only RSA (>= 2048 bits) and P-256 keys are supported")
-        }
-        try self.init(pkey: pkey, kind: kind)
+    /// Loads an unencrypted PEM private key (RSA of at least 2048 bits, or P-256), as `SigningKey(pem:)` does.
+    public convenience init(pem: String) throws(SigningError) {
+        try self.init(SigningKey(pem: pem))
     }
 
-    /// The private key as PKCS#8 PEM (`-----BEGIN PRIVATE KEY-----`).
+    /// The private key as PKCS#8 PEM (`-----BEGIN PRIVATE KEY-----`), for `tokensignin dev keygen` to write.
     public var pem: String {
-        guard let bio = BIO_new(BIO_s_mem()) else { fatalError("BIO_new failed") }
+        guard let bio = BIO_new(BIO_s_mem()) else { preconditionFailure("BIO_new failed") }
         defer { BIO_free(bio) }
-        guard PEM_write_bio_PrivateKey(bio, pkey, nil, nil, 0, nil, nil) == 1 else { fatalError("PEM_write_bio_PrivateKey failed") }
+        guard PEM_write_bio_PrivateKey(bio, signingKey.pkey, nil, nil, 0, nil, nil) == 1 else { preconditionFailure("PEM_write_bio_PrivateKey failed") }
         let count = Int(BIO_ctrl_pending(bio))
         var out = [UInt8](repeating: 0, count: count)
         let read = out.withUnsafeMutableBytes { BIO_read(bio, $0.baseAddress, Int32(count)) }
@@ -161,27 +137,7 @@ public final class DevelopmentKey: @unchecked Sendable {
 
     /// Signs arbitrary header and payload bytes (which need not be UTF-8 or JSON).
     public func sign(header: [UInt8], payload: [UInt8]) -> String {
-        let signingInput = Base64URL.encode(header) + "." + Base64URL.encode(payload)
-        return signingInput + "." + Base64URL.encode(signature(over: Array(signingInput.utf8)))
-    }
-
-    /// The JOSE signature bytes (RSASSA-PKCS1-v1_5 SHA-256, or ECDSA P-256 SHA-256 as r‖s) over `message`.
-    public func signature(over message: [UInt8]) -> [UInt8] {
-        guard let ctx = EVP_MD_CTX_new() else { fatalError("EVP_MD_CTX_new failed") }
-        defer { EVP_MD_CTX_free(ctx) }
-        guard EVP_DigestSignInit(ctx, nil, SHA256Algorithm.md, nil, pkey) == 1 else { fatalError("EVP_DigestSignInit failed") }
-        var length = 0
-        let sized = message.withUnsafeBufferPointer { EVP_DigestSign(ctx, nil, &length, $0.baseAddress, $0.count) }
-        precondition(sized == 1, "EVP_DigestSign (size) failed")
-        var out = [UInt8](repeating: 0, count: length)
-        let signed = out.withUnsafeMutableBufferPointer { o in
-            message.withUnsafeBufferPointer { EVP_DigestSign(ctx, o.baseAddress, &length, $0.baseAddress, $0.count) }
-        }
-        precondition(signed == 1, "EVP_DigestSign failed")
-        out.removeLast(out.count - length)
-        if kind == .rsa2048 { return out }
-        guard let raw = ECDSASignature.raw(fromDER: out) else { fatalError("unexpected ECDSA signature encoding") }
-        return raw
+        signingKey.sign(header: header, payload: payload)
     }
 
     private static func bnParam(_ pkey: OpaquePointer, _ name: String, width: Int) -> [UInt8]? {

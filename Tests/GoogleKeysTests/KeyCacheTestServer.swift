@@ -1,5 +1,5 @@
 // A private HTTP server on 127.0.0.1 for the key-cache tests: a Python script that serves what files in a temp
-// folder say (body, status, headers, delay) and counts the requests per path.
+// folder say (body, status, headers, delay), counts the requests per path, and reports its port on stdout.
 import Foundation
 import Synchronization
 import Testing
@@ -67,7 +67,7 @@ final class KeyCacheTestServer: Sendable {
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(sys.argv[2], sys.argv[3])
         server.socket = context.wrap_socket(server.socket, server_side=True)
-    put(os.path.join(root, "port"), str(server.server_address[1]))
+    print(server.server_address[1], flush=True)  # the test reads the port from this line
     server.serve_forever()
     """#
 
@@ -99,12 +99,17 @@ final class KeyCacheTestServer: Sendable {
         process.executableURL = URL(fileURLWithPath: python)
         process.arguments = arguments
         process.standardInput = Pipe()
+        let output = Pipe()
+        process.standardOutput = output
         try process.run()
-        var port = 0
-        for _ in 0..<500 where port == 0 {
-            if let text = try? String(contentsOfFile: root + "/port", encoding: .utf8), let value = Int(text) { port = value }
-            else { usleep(10_000) }
+        // The port arrives as the script's first line; end of file (the script died) leaves it 0.
+        var line: [UInt8] = []
+        while !line.contains(UInt8(ascii: "\n")) {
+            let chunk = output.fileHandleForReading.availableData
+            if chunk.isEmpty { break }
+            line += chunk
         }
+        let port = Int(String(decoding: line.prefix { $0 != UInt8(ascii: "\n") }, as: UTF8.self)) ?? 0
         guard port > 0 else {
             kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
