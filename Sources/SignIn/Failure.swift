@@ -21,13 +21,56 @@ struct Failure: Sendable {
     /// True for faults of the server (5xx): logged at error level, never blamed on the client.
     var isServerFault: Bool { status >= 500 }
 
-    /// The answer in the documented JSON shape `{"error": code, "error_description": description}`.
+    /// For `POST /risc`: RFC 8935's error code (`invalid_request`, `invalid_key`, ...) when the SET was refused;
+    /// the answer is then `400 {"err": ..., "description": ...}`.
+    var securityEventError: String?
+
+    /// The answer in the documented JSON shape `{"error": code, "error_description": description}`, or RFC 8935's
+    /// `{"err": code, "description": description}` for a refused security event token.
     var response: Response {
-        .json(status: status, .object([("error", .string(code.rawValue)), ("error_description", .string(description))]),
-              headers: headers)
+        if let securityEventError {
+            return .json(status: 400, .object([("err", .string(securityEventError)), ("description", .string(description))]),
+                         headers: headers)
+        }
+        return .json(status: status, .object([("error", .string(code.rawValue)), ("error_description", .string(description))]),
+                     headers: headers)
     }
 
+    /// The failure of `POST /risc` (RFC 8935): whatever is wrong with the request or the SET is a 400 with the
+    /// RFC's code, so that Google does not retry it; our own outages keep their 503 (Google retries), and a
+    /// fault of ours its 500.
+    init(securityEvent error: any Error) {
+        self.init(error)
+        guard status < 500 else { return }
+        let code: String
+        switch error {
+        case let error as IDTokenError:
+            switch error.code {
+            case .missingKid, .unknownKid, .weakKey, .unusableKey, .duplicateKid, .algorithmMismatch: code = "invalid_key"
+            case .badSignature: code = "authentication_failed"
+            case .badIssuer: code = "invalid_issuer"
+            case .badAudience: code = "invalid_audience"
+            default: code = "invalid_request"
+            }
+            description = Self.securityEventDescriptions[code] ?? "the security event token is not valid"
+        default:
+            code = "invalid_request"
+        }
+        securityEventError = code
+        status = 400
+        headers = []
+    }
+
+    private static let securityEventDescriptions = [
+        "invalid_request": "the security event token is malformed or its claims are not acceptable",
+        "invalid_key": "the security event token names no usable key",
+        "authentication_failed": "the security event token's signature does not verify",
+        "invalid_issuer": "the security event token's issuer is not Google",
+        "invalid_audience": "the security event token is not for this service's client IDs",
+    ]
+
     init(_ code: ErrorCode, _ description: String, reason: String, headers: [(name: String, value: String)] = []) {
+        self.securityEventError = nil
         self.status = code.status
         self.code = code
         self.description = description
@@ -51,7 +94,8 @@ struct Failure: Sendable {
         let reason = error.code.name
         switch error.code {
         case .unsupportedMediaType:
-            self.init(.unsupportedMediaType, "send application/json or application/x-www-form-urlencoded", reason: reason)
+            self.init(.unsupportedMediaType, error.detail.isEmpty ? "send application/json or application/x-www-form-urlencoded" : error.detail,
+                      reason: reason)
         case .malformedBody: self.init(.invalidRequest, "the request body is malformed", reason: reason)
         case .missingToken: self.init(.invalidRequest, "the request carries no ID token", reason: reason)
         case .tokenTooLarge: self.init(.invalidRequest, "the ID token is too long", reason: reason)
@@ -59,6 +103,7 @@ struct Failure: Sendable {
         case .csrfMismatch: self.init(.csrfCheckFailed, "the CSRF token does not match its cookie", reason: reason)
         case .crossSite: self.init(.csrfCheckFailed, "the request does not come from this site", reason: reason)
         case .bodyTooLarge: self.init(.requestTooLarge, "the request body is over 64 KB", reason: reason)
+        case .malformedSecurityEvent: self.init(.invalidRequest, error.detail, reason: reason)
         case .notFound: self.init(.notFound, "no such resource", reason: reason)
         case .sessionNotFound: self.init(.notFound, "no such session", reason: reason)
         case .methodNotAllowed:

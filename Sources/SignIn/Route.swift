@@ -8,6 +8,8 @@ enum Route: Equatable, Sendable {
     case signOut
     case listSessions
     case revokeSession(id: Int64)
+    /// `POST /risc`: Google's security event tokens (Cross-Account Protection).
+    case securityEvent
     /// `GET /healthz`: the process answers.
     case health
     /// `GET /readyz`: the database answers and a usable key set is loaded.
@@ -23,6 +25,7 @@ enum Route: Equatable, Sendable {
         case .signOut: "sign_out"
         case .listSessions: "list_sessions"
         case .revokeSession: "revoke_session"
+        case .securityEvent: "risc"
         case .health: "healthz"
         case .ready: "readyz"
         case .metrics: "metrics"
@@ -50,6 +53,7 @@ enum Route: Equatable, Sendable {
         // Any method: nginx's auth_request subrequest keeps the method of the request it guards.
         case "/auth/session": return .checkSession
         case "/tokensignout": return try only(["POST"], .signOut)
+        case "/risc": return try only(["POST"], .securityEvent)
         case "/sessions": return try only(["GET", "HEAD"], .listSessions)
         case "/healthz": return try only(["GET", "HEAD"], .health)
         case "/readyz": return try only(["GET", "HEAD"], .ready)

@@ -1,18 +1,6 @@
 // Cross-Account Protection: what each security event Google sends does to the account it names, and the store
 // that records and applies it.
-
-/// The event types of Google's RISC stream (and the OAuth tokens-revoked one), as `tokensignin risc configure`
-/// requests them.
-enum SecurityEventType {
-    static let sessionsRevoked = "https://schemas.openid.net/secevent/risc/event-type/sessions-revoked"
-    static let tokensRevoked = "https://schemas.openid.net/secevent/oauth/event-type/tokens-revoked"
-    static let accountDisabled = "https://schemas.openid.net/secevent/risc/event-type/account-disabled"
-    static let accountEnabled = "https://schemas.openid.net/secevent/risc/event-type/account-enabled"
-    static let credentialChangeRequired = "https://schemas.openid.net/secevent/risc/event-type/account-credential-change-required"
-    static let verification = "https://schemas.openid.net/secevent/risc/event-type/verification"
-
-    static let all = [sessionsRevoked, tokensRevoked, accountDisabled, accountEnabled, credentialChangeRequired, verification]
-}
+import IDToken
 
 /// What an event does (docs/risc.md). The store applies it to the user matched on `google_sub`.
 enum SecurityAction: String, Sendable, CaseIterable {
@@ -34,15 +22,15 @@ enum SecurityAction: String, Sendable, CaseIterable {
     /// adds later.
     static func of(type: String, reason: String?) -> SecurityAction {
         switch type {
-        case SecurityEventType.sessionsRevoked, SecurityEventType.tokensRevoked: return .revokeSessions
-        case SecurityEventType.accountDisabled:
+        case SecurityEvent.sessionsRevoked, SecurityEvent.tokensRevoked: return .revokeSessions
+        case SecurityEvent.accountDisabled:
             switch reason {
             case "hijacking": return .revokeSessionsAndBlock
             case "bulk-account": return .flag
             default: return .block
             }
-        case SecurityEventType.accountEnabled: return .unblock
-        case SecurityEventType.credentialChangeRequired: return .flag
+        case SecurityEvent.accountEnabled: return .unblock
+        case SecurityEvent.accountCredentialChangeRequired: return .flag
         default: return .record
         }
     }
@@ -50,8 +38,8 @@ enum SecurityAction: String, Sendable, CaseIterable {
     /// `users.flagged_reason` for a flag.
     static func flagReason(type: String, reason: String?) -> String? {
         switch (type, reason) {
-        case (SecurityEventType.accountDisabled, "bulk-account"): "bulk-account"
-        case (SecurityEventType.credentialChangeRequired, _): "credential-change-required"
+        case (SecurityEvent.accountDisabled, "bulk-account"): "bulk-account"
+        case (SecurityEvent.accountCredentialChangeRequired, _): "credential-change-required"
         default: nil
         }
     }

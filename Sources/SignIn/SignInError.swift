@@ -54,6 +54,8 @@ extension SignInError.Code {
     public static let tokenTooLarge = Self("token_too_large")
     /// The web form's `g_csrf_token` is missing or differs from the cookie of that name.
     public static let csrfMismatch = Self("csrf_mismatch")
+    /// The body of `POST /risc` is not one compact JWS of the accepted media types; `detail` is the description.
+    public static let malformedSecurityEvent = Self("malformed_security_event")
     /// The body is over the server's cap (the FastCGI layer did not read it).
     public static let bodyTooLarge = Self("body_too_large")
 

@@ -11,10 +11,15 @@ import Testing
 final class FixedVerifier: TokenVerifying, @unchecked Sendable {
     // SAFETY: tests set `keyReadiness` before the requests that read it, on the same thread.
     let answers: [String: Result<VerifiedToken, IDTokenError>]
+    /// Security event tokens: token text -> result.
+    var events: [String: Result<VerifiedSecurityEvent, IDTokenError>] = [:]
     var keyReadiness = KeyReadiness(loaded: true, stale: false, ageSeconds: 42, fetches: 1, failures: 0)
     init(answers: [String: Result<VerifiedToken, IDTokenError>]) { self.answers = answers }
     func verify(_ token: String, with verifier: Verifier, now: Int64) -> Result<VerifiedToken, IDTokenError> {
         answers[token] ?? .failure(IDTokenError(.malformed))
+    }
+    func verify(_ token: String, with verifier: SecurityEventVerifier, now: Int64) -> Result<VerifiedSecurityEvent, IDTokenError> {
+        events[token] ?? .failure(IDTokenError(.malformed))
     }
 }
 
@@ -582,5 +587,123 @@ extension Response {
         #expect(answer.status == 401 && answer.errorCode == "invalid_token")
         #expect(h.store.audit.last?.reason == "id_token_revoked")
         #expect(h.log.last?.contains("reason=id_token_revoked") == true)
+    }
+}
+
+/// POST /risc (RFC 8935 answers) over the in-memory store.
+@Suite struct SecurityEventRouteTests {
+    static let google = "https://accounts.google.com/"
+
+    static func set(_ events: [SecurityEvent], jti: String = "jti-1", iat: Int64 = 1_800_000_500) -> VerifiedSecurityEvent {
+        VerifiedSecurityEvent(jti: jti, issuer: google, audience: "web.apps.googleusercontent.com", issuedAt: iat,
+                              expiresAt: nil, keyID: "kid", events: events)
+    }
+
+    static func revoked(_ sub: String, issuer: String = google) -> SecurityEvent {
+        SecurityEvent(type: SecurityEvent.sessionsRevoked, subject: .init(issuer: issuer, sub: sub), reason: nil, state: nil)
+    }
+
+    static func post(_ h: RouteHarness, _ token: String, contentType: String? = "application/secevent+jwt") -> Response {
+        h.request("POST", "/risc", contentType: contentType, body: token)
+    }
+
+    @Test(arguments: ["application/secevent+jwt", "application/jwt", "Application/SecEvent+JWT; charset=utf-8"])
+    func aValidSETIsAcceptedWith202AndApplied(contentType: String) throws {
+        let h = try RouteHarness()
+        let session = try h.session("ada")
+        h.verifier.events["set"] = .success(Self.set([Self.revoked("ada")]))
+        let answer = Self.post(h, "set\n", contentType: contentType)
+        #expect(answer.status == 202 && answer.body.isEmpty)
+        #expect(h.store.events.map(\.outcome) == ["sessions_revoked"])
+        let line = try #require(h.log.last)
+        #expect(h.request("GET", "/auth/session", headers: ["Authorization": "Bearer \(session)"]).status == 401)
+        #expect(line.contains("route=risc") && line.contains("status=202") && line.contains("jti=jti-1"))
+        #expect(line.contains("events=sessions-revoked:sessions_revoked") && line.contains("user_id=1"))
+        #expect(h.request("GET", "/metrics").text.contains(
+            #"tokensignin_security_events_total{type="\#(SecurityEvent.sessionsRevoked)",outcome="sessions_revoked"} 1"#))
+    }
+
+    @Test func aRedeliveredSETIs202AndAppliedOnce() throws {
+        let h = try RouteHarness()
+        _ = try h.session("ada")
+        // Issued before the verifier's ID tokens (1_800_000_000), so the account can sign in again afterwards.
+        h.verifier.events["set"] = .success(Self.set([Self.revoked("ada")], iat: 1_799_999_000))
+        #expect(Self.post(h, "set").status == 202)
+        let later = try h.session("ada")
+        #expect(Self.post(h, "set").status == 202)
+        #expect(h.store.events.count == 1)
+        #expect(h.request("GET", "/auth/session", headers: ["Authorization": "Bearer \(later)"]).status == 200)
+        #expect(h.log.last?.contains("events=sessions-revoked:duplicate") == true)
+    }
+
+    @Test func aSubjectIssuedByAnotherIssuerNamesNoUserHere() throws {
+        let h = try RouteHarness()
+        let session = try h.session("ada")
+        h.verifier.events["set"] = .success(Self.set([Self.revoked("ada", issuer: "https://evil.example")]))
+        #expect(Self.post(h, "set").status == 202)
+        #expect(h.store.events.map(\.outcome) == ["unknown_user"])
+        #expect(h.request("GET", "/auth/session", headers: ["Authorization": "Bearer \(session)"]).status == 200)
+    }
+
+    /// (refusal, RFC 8935 err) — the verifier's reasons as Google must read them; nothing is recorded.
+    @Test(arguments: [
+        (IDTokenError.Code.malformed, "invalid_request"), (.badBase64, "invalid_request"), (.badHeader, "invalid_request"),
+        (.unsupportedAlgorithm, "invalid_request"), (.embeddedKey, "invalid_request"), (.badPayload, "invalid_request"),
+        (.missingClaim, "invalid_request"), (.badClaimType, "invalid_request"), (.notASecurityEvent, "invalid_request"),
+        (.badEvents, "invalid_request"), (.issuedInFuture, "invalid_request"), (.expired, "invalid_request"),
+        (.claimTooLong, "invalid_request"), (.missingKid, "invalid_key"), (.unknownKid, "invalid_key"),
+        (.algorithmMismatch, "invalid_key"), (.weakKey, "invalid_key"), (.unusableKey, "invalid_key"),
+        (.badSignature, "authentication_failed"), (.badIssuer, "invalid_issuer"), (.badAudience, "invalid_audience"),
+    ])
+    func aRefusedSETIs400WithTheRFCsCode(code: IDTokenError.Code, err: String) throws {
+        let h = try RouteHarness()
+        h.verifier.events["set"] = .failure(IDTokenError(code, "detail"))
+        let answer = Self.post(h, "set")
+        #expect(answer.status == 400 && answer.header("Content-Type") == "application/json")
+        #expect(answer.json["err"] as? String == err)
+        #expect((answer.json["description"] as? String)?.isEmpty == false)
+        #expect(answer.json["error"] == nil)
+        #expect(h.store.events.isEmpty)
+        #expect(h.log.last?.contains("reason=\(code.name)") == true)
+    }
+
+    /// (content type) — anything but a SET's media types is invalid_request, not 415.
+    @Test(arguments: [nil, "text/plain", "application/json", "application/x-www-form-urlencoded", "application/secevent"] as [String?])
+    func anotherMediaTypeIs400InvalidRequest(contentType: String?) throws {
+        let h = try RouteHarness()
+        h.verifier.events["set"] = .success(Self.set([Self.revoked("ada")]))
+        let answer = Self.post(h, "set", contentType: contentType)
+        #expect(answer.status == 400 && answer.json["err"] as? String == "invalid_request")
+        #expect(h.store.events.isEmpty)
+    }
+
+    @Test func anOverlongBodyOrOneThatIsNotTextIs400() throws {
+        let h = try RouteHarness()
+        let big = h.request("POST", "/risc", contentType: "application/secevent+jwt", bodyTooLarge: true)
+        #expect(big.status == 400 && big.json["err"] as? String == "invalid_request")
+        let binary = h.app.handle(Request(params: ["REQUEST_METHOD": "POST", "DOCUMENT_URI": "/risc",
+                                                   "CONTENT_TYPE": "application/secevent+jwt"], body: [0xff, 0xfe, 0x2e]))
+        #expect(binary.status == 400 && binary.json["err"] as? String == "invalid_request")
+    }
+
+    /// Our own outages are 503 (Google retries), never a 400; a fault of ours is a 500.
+    @Test(arguments: [
+        (nil, IDTokenError.Code.keysUnavailable, 503, "5"),
+        (StoreError(.connectionFailed, "down"), nil, 503, "2"),
+        (StoreError(.permissionDenied, sqlState: "42501", "no"), nil, 500, nil),
+    ] as [(StoreError?, IDTokenError.Code?, Int, String?)])
+    func outagesAre503AndFaults500(storeError: StoreError?, tokenError: IDTokenError.Code?, status: Int, retryAfter: String?) throws {
+        let h = try RouteHarness()
+        h.verifier.events["set"] = tokenError.map { .failure(IDTokenError($0)) } ?? .success(Self.set([Self.revoked("ada")]))
+        h.store.nextError = storeError
+        let answer = Self.post(h, "set")
+        #expect(answer.status == status && answer.header("Retry-After") == retryAfter)
+        #expect(answer.json["err"] == nil)
+    }
+
+    @Test func onlyPOST() throws {
+        let h = try RouteHarness()
+        let answer = h.request("GET", "/risc")
+        #expect(answer.status == 405 && answer.header("Allow") == "POST")
     }
 }

@@ -298,7 +298,7 @@ func verifiedToken(sub: String, email: String? = "ada@example.com", emailVerifie
                          NewSession(tokenHash: SessionToken.generate().hash, clientID: "c", userAgent: nil, ip: nil))
     }
 
-    @Test(arguments: Kind.allCases.flatMap { kind in [SecurityEventType.sessionsRevoked, SecurityEventType.tokensRevoked].map { (kind, $0) } })
+    @Test(arguments: Kind.allCases.flatMap { kind in [SecurityEvent.sessionsRevoked, SecurityEvent.tokensRevoked].map { (kind, $0) } })
     func sessionsRevokedEndsEveryLiveSessionAndOlderIDTokens(kind: Kind, type: String) throws {
         let s = try StoreUnderTest.make(kind)
         let (a, aHash) = try StoreContractTests.signIn(s.store, "sub-v")
@@ -323,7 +323,7 @@ func verifiedToken(sub: String, email: String? = "ada@example.com", emailVerifie
     func hijackingRevokesAndBlocksAndOnlyANewerEnableLiftsIt(kind: Kind) throws {
         let s = try StoreUnderTest.make(kind)
         let (_, hash) = try StoreContractTests.signIn(s.store, "sub-v")
-        let hijacked = try s.store.applySecurityEvents([Self.event(SecurityEventType.accountDisabled, reason: "hijacking", iat: 1_800_000_100)])
+        let hijacked = try s.store.applySecurityEvents([Self.event(SecurityEvent.accountDisabled, reason: "hijacking", iat: 1_800_000_100)])
         #expect(hijacked.map(\.outcome) == ["sessions_revoked_and_blocked"])
         #expect(try s.store.liveSession(hash) == nil)
         #expect(try s.userState("sub-v").blocked)
@@ -332,10 +332,10 @@ func verifiedToken(sub: String, email: String? = "ada@example.com", emailVerifie
             return
         }
         // An enable issued before the block (delivered late) does not lift it; a newer one does.
-        let stale = try s.store.applySecurityEvents([Self.event(SecurityEventType.accountEnabled, iat: 1_800_000_050)])
+        let stale = try s.store.applySecurityEvents([Self.event(SecurityEvent.accountEnabled, iat: 1_800_000_050)])
         #expect(stale.map(\.outcome) == ["enable_stale"])
         #expect(try s.userState("sub-v").blocked)
-        let enabled = try s.store.applySecurityEvents([Self.event(SecurityEventType.accountEnabled, iat: 1_800_000_200)])
+        let enabled = try s.store.applySecurityEvents([Self.event(SecurityEvent.accountEnabled, iat: 1_800_000_200)])
         #expect(enabled.map(\.outcome) == ["unblocked"])
         #expect(try !s.userState("sub-v").blocked)
         guard case .signedIn = try Self.signInOutcome(s.store, "sub-v", issuedAt: 1_800_000_900) else {
@@ -348,19 +348,19 @@ func verifiedToken(sub: String, email: String? = "ada@example.com", emailVerifie
     func disabledWithoutReasonBlocksButKeepsSessionsAndAnOlderDisableDoesNotUndoANewerEnable(kind: Kind) throws {
         let s = try StoreUnderTest.make(kind)
         let (_, hash) = try StoreContractTests.signIn(s.store, "sub-v")
-        #expect(try s.store.applySecurityEvents([Self.event(SecurityEventType.accountDisabled, iat: 1_800_000_100)]).map(\.outcome) == ["blocked"])
+        #expect(try s.store.applySecurityEvents([Self.event(SecurityEvent.accountDisabled, iat: 1_800_000_100)]).map(\.outcome) == ["blocked"])
         #expect(try s.userState("sub-v").blocked && s.store.liveSession(hash) != nil)
-        #expect(try s.store.applySecurityEvents([Self.event(SecurityEventType.accountEnabled, iat: 1_800_000_300)]).map(\.outcome) == ["unblocked"])
+        #expect(try s.store.applySecurityEvents([Self.event(SecurityEvent.accountEnabled, iat: 1_800_000_300)]).map(\.outcome) == ["unblocked"])
         // Out of order: a disable issued between the two arrives last and must not block again.
-        #expect(try s.store.applySecurityEvents([Self.event(SecurityEventType.accountDisabled, iat: 1_800_000_200)]).map(\.outcome) == ["block_stale"])
+        #expect(try s.store.applySecurityEvents([Self.event(SecurityEvent.accountDisabled, iat: 1_800_000_200)]).map(\.outcome) == ["block_stale"])
         #expect(try !s.userState("sub-v").blocked)
-        #expect(try s.store.applySecurityEvents([Self.event(SecurityEventType.accountDisabled, reason: "some-new-reason", iat: 1_800_000_400)])
+        #expect(try s.store.applySecurityEvents([Self.event(SecurityEvent.accountDisabled, reason: "some-new-reason", iat: 1_800_000_400)])
                 .map(\.outcome) == ["blocked"])
     }
 
     @Test(arguments: Kind.allCases.flatMap { kind in
-        [(SecurityEventType.accountDisabled, "bulk-account", "bulk-account"),
-         (SecurityEventType.credentialChangeRequired, nil, "credential-change-required")].map { (kind, $0.0, $0.1, $0.2) }
+        [(SecurityEvent.accountDisabled, "bulk-account", "bulk-account"),
+         (SecurityEvent.accountCredentialChangeRequired, nil, "credential-change-required")].map { (kind, $0.0, $0.1, $0.2) }
     } as [(Kind, String, String?, String)])
     func flaggingEventsFlagForReviewAndChangeNothingElse(kind: Kind, type: String, reason: String?, flag: String) throws {
         let s = try StoreUnderTest.make(kind)
@@ -376,16 +376,16 @@ func verifiedToken(sub: String, email: String? = "ada@example.com", emailVerifie
         let s = try StoreUnderTest.make(kind)
         let (_, hash) = try StoreContractTests.signIn(s.store, "sub-v")
         let applied = try s.store.applySecurityEvents([
-            Self.event(SecurityEventType.verification, sub: nil, jti: "v1", state: "state-42"),
+            Self.event(SecurityEvent.verification, sub: nil, jti: "v1", state: "state-42"),
             Self.event("https://schemas.example/future-event", jti: "f1"),
-            Self.event(SecurityEventType.sessionsRevoked, sub: "never-signed-in", jti: "u1"),
-            Self.event(SecurityEventType.sessionsRevoked, sub: nil, jti: "n1"),
+            Self.event(SecurityEvent.sessionsRevoked, sub: "never-signed-in", jti: "u1"),
+            Self.event(SecurityEvent.sessionsRevoked, sub: nil, jti: "n1"),
         ])
         #expect(applied.map(\.outcome) == ["recorded", "recorded", "unknown_user", "unknown_user"])
         #expect(try s.store.liveSession(hash) != nil)
         let rows = try s.eventRows()
         #expect(rows.count == 4)
-        #expect(rows[0] == ["v1", SecurityEventType.verification, "recorded", "state-42", "0", "f"])
+        #expect(rows[0] == ["v1", SecurityEvent.verification, "recorded", "state-42", "0", "f"])
         #expect(rows[1][5] == "t", "the user is recorded even when nothing is applied to it")
     }
 
@@ -393,7 +393,7 @@ func verifiedToken(sub: String, email: String? = "ada@example.com", emailVerifie
     func aRedeliveredEventIsAppliedOnce(kind: Kind) throws {
         let s = try StoreUnderTest.make(kind)
         _ = try StoreContractTests.signIn(s.store, "sub-v")
-        let event = Self.event(SecurityEventType.sessionsRevoked, jti: "jti-once", iat: 1_800_000_500)
+        let event = Self.event(SecurityEvent.sessionsRevoked, jti: "jti-once", iat: 1_800_000_500)
         #expect(try s.store.applySecurityEvents([event]).map(\.outcome) == ["sessions_revoked"])
         let (_, later) = try StoreContractTests.signIn(s.store, "sub-v", issuedAt: 1_800_000_600)
         let again = try s.store.applySecurityEvents([event])
@@ -407,11 +407,11 @@ func verifiedToken(sub: String, email: String? = "ada@example.com", emailVerifie
         let s = try StoreUnderTest.make(kind)
         _ = try StoreContractTests.signIn(s.store, "sub-v")
         let applied = try s.store.applySecurityEvents([
-            Self.event(SecurityEventType.sessionsRevoked, jti: "multi"),
-            Self.event(SecurityEventType.credentialChangeRequired, jti: "multi"),
+            Self.event(SecurityEvent.sessionsRevoked, jti: "multi"),
+            Self.event(SecurityEvent.accountCredentialChangeRequired, jti: "multi"),
         ])
         #expect(applied.map(\.outcome) == ["sessions_revoked", "flagged"])
         #expect(try s.eventRows().map { $0[0] } == ["multi", "multi"])
-        #expect(try s.store.applySecurityEvents([Self.event(SecurityEventType.sessionsRevoked, jti: "multi")]).map(\.outcome) == ["duplicate"])
+        #expect(try s.store.applySecurityEvents([Self.event(SecurityEvent.sessionsRevoked, jti: "multi")]).map(\.outcome) == ["duplicate"])
     }
 }
