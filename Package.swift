@@ -20,7 +20,9 @@ let package = Package(
         .target(name: "IDToken", dependencies: ["COpenSSL", "CCurl"], swiftSettings: strict),
         .target(name: "Store", dependencies: ["CLibPQ"], swiftSettings: strict),
         .target(name: "FastCGI", dependencies: ["CFastCGI"], swiftSettings: strict),
-        .target(name: "SignIn", dependencies: ["IDToken", "Store", "FastCGI"], swiftSettings: strict),
+        .target(name: "SignIn", dependencies: ["IDToken", "Store", "FastCGI"], swiftSettings: strict, plugins: ["BuildStamp"]),
+        // `git describe` of the tree, for `tokensignin --version` (Sources/SignIn/Version.swift).
+        .plugin(name: "BuildStamp", capability: .buildTool()),
         .executableTarget(name: "tokensignin", dependencies: ["SignIn"], swiftSettings: strict),
         .executableTarget(name: "verify-bench", dependencies: ["IDToken"], path: "bench/VerifyBench", swiftSettings: strict),
 

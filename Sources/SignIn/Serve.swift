@@ -37,7 +37,8 @@ public enum Serve {
             log.warning("database_unavailable_at_start", ["code": error.code.name, "sqlstate": error.sqlState])
         }
 
-        log.info("started", ["listen": server.address, "workers": String(configuration.workers),
+        log.info("started", ["version": Version.number, "build": Version.build,
+                             "listen": server.address, "workers": String(configuration.workers),
                              "client_ids": configuration.clientIDs.joined(separator: ","),
                              "keys": configuration.jwksFile ?? configuration.jwksURL])
         do {
