@@ -9,7 +9,7 @@ RUN_DIR      ?= $(CURDIR)/.run
 # Developer machines only (`make deps`); a deployed host needs none of these (see the .deb's Depends).
 DEBIAN_PACKAGES = libfcgi-dev libfcgi-bin libssl-dev openssl libpq-dev libcurl4-openssl-dev ca-certificates \
                   postgresql postgresql-contrib nginx-light spawn-fcgi wrk pkg-config curl python3 \
-                  binutils dpkg-dev systemd strace
+                  binutils dpkg-dev systemd systemd-container strace
 
 # Where `make install` puts things; DESTDIR stages them under another root.
 PREFIX       ?= /usr/local
@@ -41,7 +41,7 @@ TOKENSIGNIN  ?= $(firstword $(wildcard $(INSTALLED_BIN) $(BIN)))
 RUN_AS       ?= $(if $(ENV_FILE),$(if $(filter 0,$(shell id -u)),$(SERVICE_USER)))
 
 .PHONY: help deps build test test-ops run stop bench clean dist install install-files install-config uninstall \
-        deb migrate prune
+        deb migrate prune test-deploy
 
 help: ## list the targets
 	@awk -F':.*## ' '/^##@ / { printf "\n%s\n", substr($$0, 5) } /^[a-z-]+:.*## / { printf "  make %-14s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
@@ -67,6 +67,9 @@ test: deps ## unit and end-to-end tests (private PostgreSQL and nginx, nothing s
 
 test-ops: deps deb ## packaging tests: the shipped binary without the toolchain, install and .deb in scratch roots, units, sandbox
 	scripts/with-test-db scripts/test-ops $(DIST_BIN) $(DEB_FILE)
+
+test-deploy: deb ## boot a copy of this host (systemd-nspawn, no toolchain) and walk docs/operations.md with the .deb and make install
+	scripts/test-deploy $(DEB_FILE)
 
 run: build ## run it all locally (PostgreSQL, responder, nginx on https://127.0.0.1:8443) and show a sign-in
 	scripts/local-run start
