@@ -28,10 +28,13 @@ SERVICE_USER  = tokensignin
 DIST_DIR      = .build/dist
 DIST_BIN      = $(DIST_DIR)/release/tokensignin
 VERSION      := $(shell sed -n 's/^ *public static let number = "\(.*\)"$$/\1/p' Sources/SignIn/Version.swift)
+# A release is Version.number; a build between releases may say so (DEB_VERSION=0.9.0+git20261201.1), or
+# apt would take it for the package it already has.
+DEB_VERSION  ?= $(VERSION)
 DEB_ARCH     ?= $(shell dpkg --print-architecture 2>/dev/null)
 DEB_MAINTAINER ?= tokensignin maintainers <tokensignin@localhost>
 DEB_ROOT      = .build/deb/root
-DEB_FILE      = .build/deb/tokensignin_$(VERSION)_$(DEB_ARCH).deb
+DEB_FILE      = .build/deb/tokensignin_$(DEB_VERSION)_$(DEB_ARCH).deb
 
 # Operator targets run the installed binary with the installed settings, as the service's user; in a
 # checkout without an installation, the binary already built here with the caller's own environment.
@@ -145,7 +148,7 @@ deb: dist ## a Debian package (.build/deb/tokensignin_VERSION_ARCH.deb) of the s
 	mkdir -p $(DEB_ROOT)/../shlibs/debian && printf 'Source: tokensignin\n\nPackage: tokensignin\nArchitecture: any\n' > $(DEB_ROOT)/../shlibs/debian/control
 	shlibs=$$(cd $(DEB_ROOT)/../shlibs && dpkg-shlibdeps -O -e$(CURDIR)/$(DEB_ROOT)/usr/bin/tokensignin | sed -n 's/^shlibs:Depends=//p'); \
 	test -n "$$shlibs"; \
-	sed -e 's|@VERSION@|$(VERSION)|' -e 's|@ARCH@|$(DEB_ARCH)|' -e 's|@MAINTAINER@|$(DEB_MAINTAINER)|' \
+	sed -e 's|@VERSION@|$(DEB_VERSION)|' -e 's|@ARCH@|$(DEB_ARCH)|' -e 's|@MAINTAINER@|$(DEB_MAINTAINER)|' \
 	    -e "s|@SHLIBS@|$$shlibs|" -e "s|@INSTALLED_SIZE@|$$(du -sk --exclude=DEBIAN $(DEB_ROOT) | cut -f1)|" \
 	    packaging/debian/control.in > $(DEB_ROOT)/DEBIAN/control
 	cd $(DEB_ROOT) && find etc -type f | sed 's|^|/|' | sort > DEBIAN/conffiles
