@@ -47,7 +47,7 @@ RUN_AS       ?= $(if $(ENV_FILE),$(if $(filter 0,$(shell id -u)),$(SERVICE_USER)
         deb migrate prune test-deploy
 
 help: ## list the targets
-	@awk -F':.*## ' '/^##@ / { printf "\n%s\n", substr($$0, 5) } /^[a-z-]+:.*## / { printf "  make %-14s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
+	@awk -F':.*## ' '/^##@ / { printf "\n%s\n", substr($$0, 5) } /^[a-z-]+:.*## / { printf "  make %-15s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
 
 ##@ Developer (a checkout with the Swift toolchain; installs Debian packages with apt-get when missing)
 
