@@ -23,7 +23,10 @@ let package = Package(
         .target(name: "Signing", dependencies: ["IDToken", "COpenSSL"], swiftSettings: strict),
         .target(name: "Store", dependencies: ["CLibPQ"], swiftSettings: strict),
         .target(name: "FastCGI", dependencies: ["CFastCGI"], swiftSettings: strict),
-        .target(name: "SignIn", dependencies: ["IDToken", "GoogleKeys", "Signing", "Store", "FastCGI"], swiftSettings: strict),
+        .target(name: "SignIn", dependencies: ["IDToken", "GoogleKeys", "Signing", "Store", "FastCGI"], swiftSettings: strict,
+                plugins: ["BuildStamp"]),
+        // `git describe` of the tree, for `tokensignin --version` (Sources/SignIn/Version.swift).
+        .plugin(name: "BuildStamp", capability: .buildTool()),
         .executableTarget(name: "tokensignin", dependencies: ["SignIn"], swiftSettings: strict),
         .executableTarget(name: "verify-bench", dependencies: ["IDToken", "GoogleKeys", "Signing"], path: "bench/VerifyBench",
                           swiftSettings: strict),

@@ -52,7 +52,8 @@ enum ExitCode {
 
 public enum Commands {
     public static let usage = """
-        usage: tokensignin serve [--help | --FLAG VALUE ...]   (settings: TOKENSIGNIN_* variables, see --help)
+        usage: tokensignin --version
+               tokensignin serve [--help | --FLAG VALUE ...]   (settings: TOKENSIGNIN_* variables, see --help)
                tokensignin migrate [--sql-dir DIR] [--status | --dry-run]
                tokensignin sessions list --user SUB
                tokensignin sessions revoke --user SUB | --session ID
@@ -75,6 +76,9 @@ public enum Commands {
         case "prune": return OperatorCommands(io).prune(rest)
         case "verify": return verify(rest, io)
         case "dev": return DevCommands(io).run(rest)
+        case "--version" where rest.isEmpty:
+            io.out(Version.line)
+            return ExitCode.ok
         case "-h", "--help", "help":
             io.out(usage)
             return ExitCode.ok

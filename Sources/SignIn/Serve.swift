@@ -41,7 +41,8 @@ public enum Serve {
                                                           "detail": configuration.redacted(error.detail)])
         }
 
-        log.info("started", ["listen": server.address, "workers": String(configuration.workers),
+        log.info("started", ["version": Version.number, "build": Version.build,
+                             "listen": server.address, "workers": String(configuration.workers),
                              "client_ids": configuration.clientIDs.joined(separator: ","),
                              "keys": configuration.jwksFile ?? configuration.jwksURL])
         do {

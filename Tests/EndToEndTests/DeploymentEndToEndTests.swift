@@ -46,6 +46,27 @@ import TestSupport
         #expect(stack.serverLog.contains("event=stopped"), "\(stack.serverLog)")
     }
 
+    /// `tokensignin --version` is the one line operators and packages read, and `started` repeats it, so a log
+    /// says which build was running.
+    @Test func versionIsOneLineAndTheStartedLineRepeatsIt() throws {
+        let printed = try runProgram(Paths.binary, ["--version"], environment: ProcessInfo.processInfo.environment)
+        #expect(printed.status == 0)
+        #expect(printed.stderrText.isEmpty, "\(printed.stderrText)")
+        let match = try #require(printed.stdoutText.wholeMatch(of: /tokensignin (\d+\.\d+\.\d+) \(([A-Za-z0-9._+-]+)\)\n/),
+                                 "\(printed.stdoutText)")
+        let stack = try SharedStacks.stack("signin")
+        // An answer means the responder is serving, which it logs `started` before it does.
+        #expect(try stack.request("GET", "/auth/session").status == 401)
+        #expect(stack.serverLog.contains("event=started version=\(match.output.1) build=\(match.output.2) "), "\(stack.serverLog)")
+    }
+
+    @Test func versionTakesNoArguments() throws {
+        let result = try runProgram(Paths.binary, ["--version", "extra"], environment: ProcessInfo.processInfo.environment)
+        #expect(result.status == 2)
+        #expect(result.stdoutText.isEmpty)
+        #expect(result.stderrText.hasPrefix("usage: tokensignin --version\n"), "\(result.stderrText)")
+    }
+
     @Test func nginxLimitsSignInsPerClientAddress() throws {
         let stack = try Stack("ratelimit", rateLimit: true)
         var answers: [Answer] = []
