@@ -94,8 +94,7 @@ struct Failure: Sendable {
         let reason = error.code.name
         switch error.code {
         case .unsupportedMediaType:
-            self.init(.unsupportedMediaType, error.detail.isEmpty ? "send application/json or application/x-www-form-urlencoded" : error.detail,
-                      reason: reason)
+            self.init(.unsupportedMediaType, "send application/json or application/x-www-form-urlencoded", reason: reason)
         case .malformedBody: self.init(.invalidRequest, "the request body is malformed", reason: reason)
         case .missingToken: self.init(.invalidRequest, "the request carries no ID token", reason: reason)
         case .tokenTooLarge: self.init(.invalidRequest, "the ID token is too long", reason: reason)
@@ -103,6 +102,7 @@ struct Failure: Sendable {
         case .csrfMismatch: self.init(.csrfCheckFailed, "the CSRF token does not match its cookie", reason: reason)
         case .crossSite: self.init(.csrfCheckFailed, "the request does not come from this site", reason: reason)
         case .bodyTooLarge: self.init(.requestTooLarge, "the request body is over 64 KB", reason: reason)
+        // The route writes this detail as the description: it is a fixed sentence, never the body.
         case .malformedSecurityEvent: self.init(.invalidRequest, error.detail, reason: reason)
         case .notFound: self.init(.notFound, "no such resource", reason: reason)
         case .sessionNotFound: self.init(.notFound, "no such session", reason: reason)
