@@ -39,7 +39,7 @@ let package = Package(
         .target(name: "TestSupport", dependencies: ["Store"], path: "Tests/TestSupport", swiftSettings: strict),
         .testTarget(name: "StoreTests", dependencies: ["Store", "TestSupport"], swiftSettings: strict),
         .testTarget(name: "FastCGITests", dependencies: ["FastCGI", "TestSupport"], swiftSettings: strict),
-        .testTarget(name: "SignInTests", dependencies: ["SignIn", "Store", "IDToken", "FastCGI", "TestSupport"], swiftSettings: strict),
+        .testTarget(name: "SignInTests", dependencies: ["SignIn", "Store", "IDToken", "GoogleKeys", "Signing", "FastCGI", "TestSupport"], swiftSettings: strict),
         .testTarget(name: "EndToEndTests", dependencies: ["IDToken", "TestSupport"], swiftSettings: strict),
     ]
 )

@@ -1,4 +1,5 @@
-// Loading a JWKS document: one bounded, redirect-free libcurl GET (or a local file read), plus its freshness.
+// Loading a JWKS document: one bounded, redirect-free libcurl GET (or a local file read), plus its freshness;
+// the same bounded exchange serves Google's RISC API (RiscClient).
 import CCurl
 import IDToken
 
@@ -7,7 +8,7 @@ import Glibc
 #endif
 
 /// Why one load of the key set failed; the cache folds it into `IDTokenError(.keysUnavailable, detail)`.
-package enum KeyFetchFailure: Error, Equatable, CustomStringConvertible {
+public enum KeyFetchFailure: Error, Equatable, CustomStringConvertible {
     /// Not `https://`, and not `http://` to a loopback host.
     case refusedURL(String)
     /// DNS, connect, TLS, timeout: libcurl's own message.
@@ -21,7 +22,7 @@ package enum KeyFetchFailure: Error, Equatable, CustomStringConvertible {
     /// No thread could be started to run the fetch on.
     case noThread
 
-    package var description: String {
+    public var description: String {
         switch self {
         case .refusedURL(let why): "refused URL: \(why)"
         case .transport(let why): "transport: \(why)"
@@ -115,6 +116,13 @@ package enum KeyFetch {
 
     /// GETs `url` with `limits`; follows no redirects.
     package static func get(_ url: String, limits: FetchLimits) throws(KeyFetchFailure) -> HTTPResponse {
+        try send(url, limits: limits)
+    }
+
+    /// One bounded, redirect-free HTTP exchange: GET, or POST when `body` is given, with extra `headers`
+    /// (`Name: value` lines without CR or LF).
+    package static func send(_ url: String, body: [UInt8]? = nil, headers: [String] = [], limits: FetchLimits,
+                             userAgent: String = "tokensignin-keycache") throws(KeyFetchFailure) -> HTTPResponse {
         let (scheme, problem) = scheme(of: url)
         if let problem { throw .refusedURL(problem) }
         guard curlGlobalInit == CURLE_OK else { throw .transport("curl_global_init failed") }
@@ -133,7 +141,21 @@ package enum KeyFetch {
         set(CCurl_setopt_long(easy, CURLOPT_TIMEOUT_MS, limits.totalTimeoutMilliseconds))
         set(CCurl_setopt_long(easy, CURLOPT_MAXFILESIZE, limits.maxBodyBytes))  // early refusal by Content-Length
         set(CCurl_setopt_string(easy, CURLOPT_NOPROXY, "localhost,127.0.0.1,::1"))
-        set(CCurl_setopt_string(easy, CURLOPT_USERAGENT, "tokensignin-keycache"))
+        set(CCurl_setopt_string(easy, CURLOPT_USERAGENT, userAgent))
+        var headerList: UnsafeMutablePointer<curl_slist>?
+        defer { curl_slist_free_all(headerList) }
+        for header in headers {
+            guard !header.utf8.contains(where: { $0 == 0x0d || $0 == 0x0a || $0 == 0 }),
+                  let appended = curl_slist_append(headerList, header) else { throw .transport("unusable request header") }
+            headerList = appended
+        }
+        if let headerList { set(CCurl_setopt_pointer(easy, CURLOPT_HTTPHEADER, UnsafeMutableRawPointer(headerList))) }
+        // One byte at least, so the buffer has an address even for an empty POST (its size says 0).
+        let payload = body.map { $0.isEmpty ? [0] : $0 } ?? []
+        if let body {
+            set(CCurl_setopt_long(easy, CURLOPT_POST, 1))
+            set(CCurl_setopt_long(easy, CURLOPT_POSTFIELDSIZE, body.count))
+        }
         if let file = limits.trustedCAFile { set(CCurl_setopt_string(easy, CURLOPT_CAINFO, file)) }
         set(CCurl_setopt_write(easy, writeCallback))
         set(CCurl_setopt_pointer(easy, CURLOPT_WRITEDATA, context))
@@ -141,7 +163,14 @@ package enum KeyFetch {
         set(CCurl_setopt_pointer(easy, CURLOPT_HEADERDATA, context))
         guard setup == CURLE_OK else { throw .transport(message(setup)) }
 
-        let result = withExtendedLifetime(transfer) { curl_easy_perform(easy) }
+        // libcurl reads the POST body from this buffer during the transfer: it stays pinned until perform returns.
+        let result = payload.withUnsafeBytes { raw -> CURLcode in
+            if body != nil, setup == CURLE_OK {
+                let status = CCurl_setopt_pointer(easy, CURLOPT_POSTFIELDS, UnsafeMutableRawPointer(mutating: raw.baseAddress))
+                guard status == CURLE_OK else { return status }
+            }
+            return withExtendedLifetime(transfer) { curl_easy_perform(easy) }
+        }
         if transfer.tooLarge || result == CURLE_FILESIZE_EXCEEDED { throw .bodyTooLarge(limit: limits.maxBodyBytes) }
         if transfer.headerBytes > maxHeaderBytes { throw .transport("response headers over \(maxHeaderBytes) bytes") }
         guard result == CURLE_OK else { throw .transport(message(result)) }

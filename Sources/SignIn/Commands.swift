@@ -20,13 +20,15 @@ public struct CommandIO: Sendable {
     public var writeFile: @Sendable (_ path: String, _ bytes: [UInt8], _ mode: UInt32) -> Bool
     /// Creates a folder (mode 0755); true when it exists afterwards.
     public var makeDirectory: @Sendable (_ path: String) -> Bool
+    /// The permission bits of a file, nil when it cannot be read (a key file open to others is warned about).
+    public var fileMode: @Sendable (_ path: String) -> UInt32?
 
     public init(environment: [String: String], processorCount: Int, out: @escaping @Sendable (String) -> Void,
                 err: @escaping @Sendable (String) -> Void, log: Log, now: @escaping @Sendable () -> Int64,
                 readStandardInput: @escaping @Sendable (Int) -> [UInt8]?,
                 readFile: @escaping @Sendable (String, Int) -> [UInt8]?,
                 writeFile: @escaping @Sendable (String, [UInt8], UInt32) -> Bool,
-                makeDirectory: @escaping @Sendable (String) -> Bool) {
+                makeDirectory: @escaping @Sendable (String) -> Bool, fileMode: @escaping @Sendable (String) -> UInt32? = { _ in nil }) {
         self.environment = environment
         self.processorCount = processorCount
         self.out = out
@@ -37,6 +39,7 @@ public struct CommandIO: Sendable {
         self.readFile = readFile
         self.writeFile = writeFile
         self.makeDirectory = makeDirectory
+        self.fileMode = fileMode
     }
 }
 
@@ -60,6 +63,9 @@ public enum Commands {
                tokensignin prune [--revoked-retention DURATION] [--audit-retention DURATION] [--batch N]
                tokensignin verify [--client-id ID]... [--jwks FILE | --jwks-url URL] [--now UNIX_SECONDS]
                                   [--clock-skew SECONDS] [--hosted-domain DOMAIN]... TOKEN|-
+               tokensignin risc configure --service-account FILE --receiver-url URL [--api URL]
+               tokensignin risc verify --service-account FILE --state STRING [--api URL]
+               tokensignin risc status --service-account FILE [--api URL]
                tokensignin dev keygen --out DIR [--kind rsa|p256]
                tokensignin dev token --key PEM --kid KID --aud CLIENT_ID --sub SUB [--email E [--email-verified false]] [--name N] [--hd D]
                                      [--iat UNIX] [--ttl SECONDS] [--count N]
@@ -76,6 +82,7 @@ public enum Commands {
         case "prune": return OperatorCommands(io).prune(rest)
         case "verify": return verify(rest, io)
         case "dev": return DevCommands(io).run(rest)
+        case "risc": return RiscCommands(io).run(rest)
         case "--version" where rest.isEmpty:
             io.out(Version.line)
             return ExitCode.ok
@@ -102,7 +109,7 @@ public enum Commands {
         let io = CommandIO(environment: io.environment, processorCount: io.processorCount, out: io.out,
                            err: { [err = io.err] line in err(secrets.reduce(line) { $0.replacing($1, with: "***") }) },
                            log: io.log, now: io.now, readStandardInput: io.readStandardInput, readFile: io.readFile,
-                           writeFile: io.writeFile, makeDirectory: io.makeDirectory)
+                           writeFile: io.writeFile, makeDirectory: io.makeDirectory, fileMode: io.fileMode)
         switch error {
         case let error as SignInError where error.code == .usage || error.code == .invalidConfiguration:
             io.err("tokensignin \(command): \(error.detail)")

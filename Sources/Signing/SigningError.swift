@@ -26,4 +26,6 @@ extension SigningError.Code {
     /// Not a PEM private key, encrypted, too large, or of a type or size that is not accepted.
     public static let badPrivateKey = Self("bad_private_key")
     public static let keyGenerationFailed = Self("key_generation_failed")
+    /// A service-account key file that is not one (not JSON, a member missing, not an RSA key).
+    public static let badServiceAccount = Self("bad_service_account")
 }

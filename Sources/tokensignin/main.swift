@@ -80,6 +80,10 @@ let io = CommandIO(
         }
         return fchmod(fd, mode_t(mode)) == 0
     },
-    makeDirectory: { path in mkdir(path, 0o755) == 0 || errno == EEXIST }
+    makeDirectory: { path in mkdir(path, 0o755) == 0 || errno == EEXIST },
+    fileMode: { path in
+        var info = stat()
+        return stat(path, &info) == 0 ? UInt32(info.st_mode) & 0o7777 : nil
+    }
 )
 exit(Commands.run(Array(CommandLine.arguments.dropFirst()), io))

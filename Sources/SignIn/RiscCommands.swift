@@ -1,0 +1,136 @@
+// `tokensignin risc configure|verify|status`: register the Cross-Account Protection receiver with Google.
+import GoogleKeys
+import IDToken
+import Signing
+
+/// The RISC stream commands (docs/risc.md). Exit 0 on a 2xx answer, 1 with Google's message on another, 2 for
+/// bad arguments or an unreadable key file, 3 when Google could not be reached. The key and the JWT made from it
+/// are never printed.
+struct RiscCommands {
+    private let io: CommandIO
+
+    init(_ io: CommandIO) { self.io = io }
+
+    static let usage = """
+        usage: tokensignin risc configure --service-account FILE --receiver-url URL [--api URL]
+               tokensignin risc verify --service-account FILE --state STRING [--api URL]
+               tokensignin risc status --service-account FILE [--api URL]
+        """
+
+    /// The event types `configure` asks for: every one `POST /risc` acts on (docs/risc.md).
+    static let eventsRequested = [
+        SecurityEvent.sessionsRevoked, SecurityEvent.tokensRevoked, SecurityEvent.accountDisabled,
+        SecurityEvent.accountEnabled, SecurityEvent.accountCredentialChangeRequired, SecurityEvent.verification,
+    ]
+    static let pushDelivery = "https://schemas.openid.net/secevent/risc/delivery-method/push"
+
+    func run(_ arguments: [String]) -> Int32 {
+        do throws(SignInError) {
+            guard let verb = arguments.first, ["configure", "verify", "status"].contains(verb) else {
+                throw SignInError(.usage, "risc needs configure, verify or status")
+            }
+            let options = try CommandArguments(arguments.dropFirst(), flags: ["--service-account", "--receiver-url", "--state", "--api"])
+            guard options.positionals.isEmpty else { throw SignInError(.usage, "unexpected argument \(options.positionals[0])") }
+            guard let keyFile = try options.single("--service-account") else { throw SignInError(.usage, "--service-account FILE is required") }
+            var problem: String?
+            guard let client = RiscClient(api: try options.single("--api") ?? RiscClient.defaultAPI, problem: &problem) else {
+                throw SignInError(.usage, "--api: \(problem ?? "not a URL")")
+            }
+            let request: Request
+            switch verb {
+            case "configure":
+                guard let url = try options.single("--receiver-url") else { throw SignInError(.usage, "--receiver-url URL is required") }
+                guard Self.isReceiverURL(url) else {
+                    throw SignInError(.usage, "--receiver-url must be an https:// URL of your receiver, e.g. https://signin.example.com/risc")
+                }
+                guard try options.single("--state") == nil else { throw SignInError(.usage, "--state belongs to risc verify") }
+                request = .configure(url)
+            case "verify":
+                guard let state = try options.single("--state"), !state.isEmpty, state.utf8.count <= 1024 else {
+                    throw SignInError(.usage, "--state STRING (1 to 1024 bytes) is required")
+                }
+                guard try options.single("--receiver-url") == nil else { throw SignInError(.usage, "--receiver-url belongs to risc configure") }
+                request = .verify(state)
+            default:
+                guard try options.single("--receiver-url") == nil, try options.single("--state") == nil else {
+                    throw SignInError(.usage, "risc status takes only --service-account and --api")
+                }
+                request = .status
+            }
+            let account = try serviceAccount(keyFile)
+            return call(request, client, account)
+        } catch {
+            io.err("tokensignin risc: \(error.detail)\n\(Self.usage)")
+            return ExitCode.usage
+        }
+    }
+
+    private enum Request {
+        case configure(String)
+        case verify(String)
+        case status
+    }
+
+    /// Reads the key file; one readable by group or others still works, with a warning.
+    private func serviceAccount(_ path: String) throws(SignInError) -> ServiceAccount {
+        guard let bytes = io.readFile(path, ServiceAccount.maxFileBytes + 1) else {
+            throw SignInError(.usage, "cannot read the service account key file \(path)")
+        }
+        if let mode = io.fileMode(path), mode & 0o077 != 0 {
+            io.err("tokensignin risc: warning: \(path) is readable by other users (mode \(String(mode & 0o777, radix: 8))); chmod 600 it")
+        }
+        do {
+            return try ServiceAccount(json: bytes)
+        } catch {
+            throw SignInError(.usage, "\(path) is not a service account key file: \(error.detail)")
+        }
+    }
+
+    private func call(_ request: Request, _ client: RiscClient, _ account: ServiceAccount) -> Int32 {
+        let bearer = account.assertion(audience: RiscClient.audience, now: io.now())
+        let answer: RiscClient.Answer
+        let name: String
+        do throws(KeyFetchFailure) {
+            switch request {
+            case .configure(let url):
+                name = "configure"
+                let body: JSONValue = .object([
+                    ("delivery", .object([("delivery_method", .string(Self.pushDelivery)), ("url", .string(url))])),
+                    ("events_requested", .array(Self.eventsRequested.map { .string($0) })),
+                ])
+                answer = try client.updateStream(body.encoded(), bearer: bearer)
+            case .verify(let state):
+                name = "verify"
+                answer = try client.verifyStream(JSONValue.object([("state", .string(state))]).encoded(), bearer: bearer)
+            case .status:
+                name = "status"
+                answer = try client.streamStatus(bearer: bearer)
+            }
+        } catch {
+            io.err("tokensignin risc: Google's RISC API could not be reached: \(error.description)")
+            return ExitCode.unavailable
+        }
+        guard answer.isSuccess else {
+            let message = answer.errorMessage.map(OperatorCommands.printable) ?? "(no message)"
+            io.err("tokensignin risc \(name): Google answered \(answer.status): \(message)")
+            return ExitCode.failed
+        }
+        switch request {
+        case .configure(let url):
+            io.out("risc configure: Google delivers \(Self.eventsRequested.count) event types to \(url) (as \(account.clientEmail))")
+        case .verify:
+            io.out("risc verify: Google will push a verification event with this state to the receiver")
+        case .status:
+            io.out(OperatorCommands.printable(String(decoding: answer.body, as: UTF8.self)))
+        }
+        return ExitCode.ok
+    }
+
+    /// `https://host[:port]/path`: what Google can deliver to.
+    static func isReceiverURL(_ url: String) -> Bool {
+        guard url.hasPrefix("https://"), url.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7f }) else { return false }
+        let rest = url.dropFirst("https://".count)
+        let authority = rest.prefix { $0 != "/" && $0 != "?" && $0 != "#" }
+        return !authority.isEmpty && !authority.contains("@") && Origin(parsing: "https://\(authority)") != nil
+    }
+}
