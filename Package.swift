@@ -40,6 +40,6 @@ let package = Package(
         .testTarget(name: "StoreTests", dependencies: ["Store", "TestSupport"], swiftSettings: strict),
         .testTarget(name: "FastCGITests", dependencies: ["FastCGI", "TestSupport"], swiftSettings: strict),
         .testTarget(name: "SignInTests", dependencies: ["SignIn", "Store", "IDToken", "GoogleKeys", "Signing", "FastCGI", "TestSupport"], swiftSettings: strict),
-        .testTarget(name: "EndToEndTests", dependencies: ["IDToken", "TestSupport"], swiftSettings: strict),
+        .testTarget(name: "EndToEndTests", dependencies: ["IDToken", "Signing", "TestSupport"], swiftSettings: strict),
     ]
 )

@@ -29,6 +29,11 @@ import Testing
         let duringCheck = try check()
         #expect(duringCheck.status == 503, "never a false 200 or 401 while the database is down: \(duringCheck)")
         #expect(duringCheck.header("X-User-Id") == nil)
+        // A security event Google pushes while the database is down gets 503, so Google retries it later.
+        let event = try SecurityEventToken(events: SecurityEventToken.event("sessions-revoked", sub: "150000000000000000001"),
+                                           audience: stack.clientID).signed(by: stack)
+        let risc = try stack.request("POST", "/risc", headers: ["Content-Type": "application/secevent+jwt"], body: event)
+        #expect(risc.status == 503 && risc.header("Retry-After") == "2", "never a 400 for our own outage: \(risc)")
         let notReady = try stack.request("GET", "/readyz")
         #expect(notReady.status == 503 && (notReady.json["reasons"] as? [String]) == ["database_unavailable"], "\(notReady)")
         #expect(try stack.request("GET", "/healthz").status == 200, "alive, though not ready")
@@ -50,6 +55,10 @@ import Testing
         #expect(answer.header("Retry-After") != nil)
         let ready = try stack.request("GET", "/readyz")
         #expect(ready.status == 503 && (ready.json["reasons"] as? [String]) == ["keys_not_loaded"], "\(ready)")
+        let event = try SecurityEventToken(events: SecurityEventToken.event("sessions-revoked", sub: "160000000000000000001"),
+                                           audience: stack.clientID).signed(by: stack)
+        let risc = try stack.request("POST", "/risc", headers: ["Content-Type": "application/secevent+jwt"], body: event)
+        #expect(risc.status == 503 && risc.header("Retry-After") == "5", "Google's keys unavailable: retry later: \(risc)")
         #expect(try stack.count("signin.users") == 0)
     }
 

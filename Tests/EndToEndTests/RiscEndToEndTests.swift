@@ -1,0 +1,225 @@
+// POST /risc through nginx -> FastCGI -> PostgreSQL: Google's security event tokens, signed here by the stack's
+// key set, and what each does to the account (docs/risc.md).
+import Foundation
+import Signing
+import Testing
+
+/// A SET signed by `key` (the stack's development key, which the responder trusts through its key set file).
+struct SecurityEventToken {
+    static let google = "https://accounts.google.com/"
+    static let risc = "https://schemas.openid.net/secevent/risc/event-type/"
+
+    var events: [String: Any]
+    var jti = UUID().uuidString
+    var issuer = google
+    var audience: String
+    var iat = Int(Date().timeIntervalSince1970)
+    var extra: [String: Any] = [:]
+
+    /// An event of `type` (a short name under risc/event-type/, or a full URI) about `sub`, the subject inside it.
+    static func event(_ type: String, sub: String?, reason: String? = nil, state: String? = nil) -> [String: Any] {
+        var body: [String: Any] = [:]
+        if let sub { body["subject"] = ["subject_type": "iss-sub", "iss": google, "sub": sub] }
+        if let reason { body["reason"] = reason }
+        if let state { body["state"] = state }
+        return [type.contains("://") ? type : risc + type: body]
+    }
+
+    func signed(by stack: Stack, kid: String? = nil, alg: String = "RS256") throws -> String {
+        var claims: [String: Any] = ["iss": issuer, "aud": audience, "iat": iat, "jti": jti, "events": events]
+        for (name, value) in extra { claims[name] = value }
+        let payload = try JSONSerialization.data(withJSONObject: claims, options: [.sortedKeys])
+        let header = #"{"alg":"\#(alg)","kid":"\#(kid ?? stack.kid)","typ":"secevent+jwt"}"#
+        let key = try DevelopmentKey(pem: try String(contentsOfFile: stack.keyPath, encoding: .utf8))
+        return key.sign(header: Array(header.utf8), payload: [UInt8](payload))
+    }
+}
+
+@Suite(.serialized) final class RiscEndToEndTests {
+    let stack: Stack
+    init() throws { stack = try SharedStacks.stack("risc") }
+
+    func set(_ events: [String: Any], jti: String = UUID().uuidString, iat: Int? = nil) -> SecurityEventToken {
+        var token = SecurityEventToken(events: events, jti: jti, audience: stack.clientID)
+        if let iat { token.iat = iat }
+        return token
+    }
+
+    func post(_ token: String, contentType: String = "application/secevent+jwt") throws -> Answer {
+        try stack.request("POST", "/risc", headers: ["Content-Type": contentType], body: token)
+    }
+
+    /// Signs `sub` in; returns its session token.
+    func signedIn(_ sub: String, iat: Int? = nil) throws -> String {
+        let answer = try stack.signIn(try stack.token(sub: sub, iat: iat))
+        #expect(answer.status == 200, "\(answer)")
+        return try #require((answer.json["session"] as? [String: Any])?["token"] as? String)
+    }
+
+    func check(_ session: String) throws -> Int {
+        try stack.request("GET", "/auth/session", headers: ["Authorization": "Bearer \(session)"]).status
+    }
+
+    func events(_ sub: String) throws -> [[String]] {
+        try stack.psql("SELECT event_type, outcome, coalesce(reason, ''), coalesce(state, ''), user_id IS NOT NULL FROM signin.security_events WHERE subject_sub = '\(sub)' ORDER BY id")
+    }
+
+    @Test(arguments: ["sessions-revoked", "https://schemas.openid.net/secevent/oauth/event-type/tokens-revoked"])
+    func revocationEndsEverySessionAndOlderIDTokens(type: String) throws {
+        let sub = "300000000000000000\(type.count)01"
+        let phone = try signedIn(sub, iat: Int(Date().timeIntervalSince1970) - 120)
+        let laptop = try signedIn(sub)
+        let answer = try post(try set(SecurityEventToken.event(type, sub: sub)).signed(by: stack))
+        #expect(answer.status == 202 && answer.body.isEmpty, "\(answer)")
+        #expect(try check(phone) == 401 && check(laptop) == 401)
+        #expect(try stack.count("signin.sessions s JOIN signin.users u ON u.id = s.user_id WHERE u.google_sub = '\(sub)' AND s.revoked_reason = 'security_event'") == 2)
+        #expect(try events(sub).map { $0[1] } == ["sessions_revoked"])
+        // An ID token issued before the event can no longer open a session; a new one can.
+        let old = try stack.signIn(try stack.token(sub: sub, iat: Int(Date().timeIntervalSince1970) - 600))
+        #expect(old.status == 401 && old.errorCode == "invalid_token", "\(old)")
+        #expect(try stack.count("signin.sign_ins WHERE google_sub = '\(sub)' AND reason = 'id_token_revoked'") == 1)
+        _ = try signedIn(sub, iat: Int(Date().timeIntervalSince1970) + 1)
+    }
+
+    @Test func hijackingBlocksSignInUntilANewerEnable() throws {
+        let sub = "300000000000000000201"
+        let session = try signedIn(sub)
+        let now = Int(Date().timeIntervalSince1970)
+        #expect(try post(try set(SecurityEventToken.event("account-disabled", sub: sub, reason: "hijacking"), iat: now - 30).signed(by: stack)).status == 202)
+        #expect(try check(session) == 401)
+        let blocked = try stack.signIn(try stack.token(sub: sub))
+        #expect(blocked.status == 403 && blocked.errorCode == "access_denied", "\(blocked)")
+        #expect(try stack.count("signin.sign_ins WHERE google_sub = '\(sub)' AND reason = 'google_sign_in_blocked'") == 1)
+        #expect(try stack.count("signin.flagged_users WHERE google_sub = '\(sub)' AND google_sign_in_blocked_at IS NOT NULL") == 1)
+        // Out of order: an enable issued before the block arrives late and lifts nothing; a newer one does.
+        #expect(try post(try set(SecurityEventToken.event("account-enabled", sub: sub), iat: now - 60).signed(by: stack)).status == 202)
+        #expect(try stack.signIn(try stack.token(sub: sub)).status == 403)
+        #expect(try post(try set(SecurityEventToken.event("account-enabled", sub: sub), iat: now - 10).signed(by: stack)).status == 202)
+        _ = try signedIn(sub)
+        #expect(try events(sub).map { $0[1] } == ["sessions_revoked_and_blocked", "enable_stale", "unblocked"])
+    }
+
+    @Test func disabledWithoutReasonBlocksAndAnOlderDisableCannotUndoANewerEnable() throws {
+        let sub = "300000000000000000301"
+        let session = try signedIn(sub)
+        let now = Int(Date().timeIntervalSince1970)
+        #expect(try post(try set(SecurityEventToken.event("account-enabled", sub: sub), iat: now - 10).signed(by: stack)).status == 202)
+        #expect(try post(try set(SecurityEventToken.event("account-disabled", sub: sub), iat: now - 20).signed(by: stack)).status == 202)
+        #expect(try stack.signIn(try stack.token(sub: sub)).status == 200, "the late disable was issued before the enable")
+        #expect(try post(try set(SecurityEventToken.event("account-disabled", sub: sub), iat: now).signed(by: stack)).status == 202)
+        #expect(try stack.signIn(try stack.token(sub: sub)).status == 403)
+        #expect(try check(session) == 200, "a block keeps existing sessions")
+        #expect(try events(sub).map { $0[1] } == ["unblocked", "block_stale", "blocked"])
+    }
+
+    @Test(arguments: [("account-disabled", "bulk-account", "bulk-account"),
+                      ("account-credential-change-required", nil, "credential-change-required")] as [(String, String?, String)])
+    func flaggingEventsFlagForReviewOnly(type: String, reason: String?, flag: String) throws {
+        let sub = "30000000000000000040\(flag.count % 10)"
+        let session = try signedIn(sub)
+        #expect(try post(try set(SecurityEventToken.event(type, sub: sub, reason: reason)).signed(by: stack)).status == 202)
+        #expect(try check(session) == 200)
+        #expect(try stack.psql("SELECT flagged_reason, google_sign_in_blocked_at IS NULL FROM signin.flagged_users WHERE google_sub = '\(sub)'") == [[flag, "t"]])
+        _ = try signedIn(sub)
+    }
+
+    @Test func verificationUnknownTypesAndUnknownUsersAreRecordedWith202() throws {
+        let sub = "300000000000000000501"
+        _ = try signedIn(sub)
+        #expect(try post(try set(SecurityEventToken.event("verification", sub: nil, state: "state-e2e")).signed(by: stack)).status == 202)
+        #expect(try stack.psql("SELECT outcome FROM signin.security_events WHERE state = 'state-e2e'") == [["recorded"]])
+        #expect(try post(try set(SecurityEventToken.event("https://schemas.example/new-event", sub: sub)).signed(by: stack)).status == 202)
+        #expect(try post(try set(SecurityEventToken.event("sessions-revoked", sub: "399999999999999999999")).signed(by: stack)).status == 202)
+        #expect(try stack.psql("SELECT outcome, user_id IS NULL FROM signin.security_events WHERE subject_sub = '399999999999999999999'") == [["unknown_user", "t"]])
+        #expect(try events(sub).map { $0[1] } == ["recorded"])
+    }
+
+    @Test func aRedeliveredSETIsAcceptedAndAppliedOnce() throws {
+        let sub = "300000000000000000601"
+        _ = try signedIn(sub, iat: Int(Date().timeIntervalSince1970) - 600)
+        let token = try set(SecurityEventToken.event("sessions-revoked", sub: sub), jti: "jti-redelivered", iat: Int(Date().timeIntervalSince1970) - 300)
+            .signed(by: stack)
+        #expect(try post(token).status == 202)
+        let later = try signedIn(sub)
+        #expect(try post(token).status == 202, "Google redelivers until it gets a 202")
+        #expect(try check(later) == 200, "applied once: the redelivery ends no session opened since")
+        #expect(try stack.count("signin.security_events WHERE jti = 'jti-redelivered'") == 1)
+    }
+
+    @Test func bothSubjectFormsNameTheUser() throws {
+        let sub = "300000000000000000701"
+        let first = try signedIn(sub)
+        var topLevel = set(SecurityEventToken.event("sessions-revoked", sub: nil))
+        topLevel.extra["sub_id"] = ["format": "iss_sub", "iss": SecurityEventToken.google, "sub": sub]
+        #expect(try post(try topLevel.signed(by: stack)).status == 202)
+        #expect(try check(first) == 401)
+        let second = try signedIn(sub, iat: Int(Date().timeIntervalSince1970) + 2)
+        let claims = set([SecurityEventToken.risc + "sessions-revoked": ["subject": ["subject_type": "id_token_claims",
+                                                                                   "iss": SecurityEventToken.google, "sub": sub, "email": "x@example.com"]]],
+                         iat: Int(Date().timeIntervalSince1970) + 3)
+        #expect(try post(try claims.signed(by: stack)).status == 202)
+        #expect(try check(second) == 401)
+        #expect(try events(sub).count == 2)
+    }
+
+    /// (how the SET is wrong, RFC 8935 err) — each a 400 that changes nothing.
+    @Test(arguments: ["invalid_request", "invalid_key", "authentication_failed", "invalid_issuer", "invalid_audience", "id_token",
+                      "content_type", "not_a_jws"])
+    func aBadSETIs400WithItsCode(_ what: String) throws {
+        let sub = "300000000000000000801"
+        let session = try signedIn(sub)
+        var token = set(SecurityEventToken.event("sessions-revoked", sub: sub))
+        var contentType = "application/secevent+jwt"
+        var expected = what
+        let body: String
+        switch what {
+        case "invalid_request":
+            token.events = [:]
+            body = try token.signed(by: stack)
+        case "invalid_key": body = try token.signed(by: stack, kid: "no-such-kid")
+        case "authentication_failed":
+            let signed = try token.signed(by: stack)
+            body = String(signed.dropLast(4)) + (signed.hasSuffix("AAAA") ? "BBBB" : "AAAA")
+        case "invalid_issuer":
+            token.issuer = "https://evil.example/"
+            body = try token.signed(by: stack)
+        case "invalid_audience":
+            token.audience = "1234-someone-else.apps.googleusercontent.com"
+            body = try token.signed(by: stack)
+        case "id_token":
+            body = try stack.token(sub: sub)
+            expected = "invalid_request"
+        case "content_type":
+            body = try token.signed(by: stack)
+            contentType = "application/json"
+            expected = "invalid_request"
+        default:
+            body = "not a token"
+            expected = "invalid_request"
+        }
+        let answer = try post(body, contentType: contentType)
+        #expect(answer.status == 400, "\(what): \(answer)")
+        #expect(answer.header("Content-Type") == "application/json")
+        #expect(answer.json["err"] as? String == expected, "\(what): \(answer)")
+        #expect((answer.json["description"] as? String)?.isEmpty == false)
+        #expect(try check(session) == 200)
+        #expect(try events(sub).isEmpty)
+    }
+
+    @Test func onlyPOSTAndABodyOverTheCapIsAnRFC8935Error() throws {
+        let get = try stack.request("GET", "/risc")
+        #expect(get.status == 405 && get.header("Allow") == "POST", "\(get)")
+        let big = try post(String(repeating: "a", count: 70_000))
+        #expect(big.status == 400 && big.json["err"] as? String == "invalid_request", "nginx's cap, in RFC 8935's shape: \(big)")
+    }
+
+    @Test func oneLogLinePerSETWithoutTheToken() throws {
+        let sub = "300000000000000000901"
+        _ = try signedIn(sub)
+        let token = try set(SecurityEventToken.event("account-credential-change-required", sub: sub), jti: "jti-logged").signed(by: stack)
+        #expect(try post(token).status == 202)
+        let line = try #require(stack.serverLog.split(separator: "\n").last { $0.contains("jti=jti-logged") })
+        #expect(line.contains("route=risc") && line.contains("status=202") && line.contains("events=account-credential-change-required:flagged"))
+        #expect(!stack.serverLog.contains(String(token.split(separator: ".")[2])))
+    }
+}
