@@ -145,65 +145,10 @@ package enum JSONPrecheck {
             return inserted ? nil : .duplicateName
         }
 
-        /// Appends the UTF-8 of the JSON string content `bytes[start..<end]` to `unescaped`; false when an escape is
-        /// invalid (JSONDecoder would refuse it too).
+        /// Appends the unescaped UTF-8 of the JSON string content `bytes[start..<end]` to `unescaped`.
         private mutating func unescape(start: Int, end: Int) -> Bool {
-            var i = start
-            while i < end {
-                steps += 1
-                let c = bytes[i]
-                guard c == UInt8(ascii: "\\") else {
-                    unescaped.append(c)
-                    i += 1
-                    continue
-                }
-                guard i + 1 < end else { return false }
-                let escape = bytes[i + 1]
-                i += 2
-                switch escape {
-                case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): unescaped.append(escape)
-                case UInt8(ascii: "b"): unescaped.append(0x08)
-                case UInt8(ascii: "f"): unescaped.append(0x0C)
-                case UInt8(ascii: "n"): unescaped.append(0x0A)
-                case UInt8(ascii: "r"): unescaped.append(0x0D)
-                case UInt8(ascii: "t"): unescaped.append(0x09)
-                case UInt8(ascii: "u"):
-                    guard let unit = hex4(at: i, end: end) else { return false }
-                    i += 4
-                    var scalar = UInt32(unit)
-                    if (0xD800..<0xDC00).contains(unit) {
-                        // A high surrogate must be followed by `\u` and a low one.
-                        guard i + 6 <= end, bytes[i] == UInt8(ascii: "\\"), bytes[i + 1] == UInt8(ascii: "u"),
-                              let low = hex4(at: i + 2, end: end), (0xDC00..<0xE000).contains(low) else { return false }
-                        i += 6
-                        scalar = 0x10000 + ((UInt32(unit) - 0xD800) << 10) + (UInt32(low) - 0xDC00)
-                    } else if (0xDC00..<0xE000).contains(unit) {
-                        return false
-                    }
-                    guard let value = Unicode.Scalar(scalar) else { return false }
-                    unescaped.append(contentsOf: UTF8.encode(value)!)
-                default:
-                    return false
-                }
-            }
-            return true
-        }
-
-        private func hex4(at i: Int, end: Int) -> UInt16? {
-            guard i + 4 <= end else { return nil }
-            var value: UInt16 = 0
-            for k in i..<(i + 4) {
-                let c = bytes[k]
-                let digit: UInt8
-                switch c {
-                case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = c - UInt8(ascii: "0")
-                case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = c - UInt8(ascii: "a") + 10
-                case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = c - UInt8(ascii: "A") + 10
-                default: return nil
-                }
-                value = value << 4 | UInt16(digit)
-            }
-            return value
+            steps += end - start
+            return JSONString.unescape(bytes, start, end, into: &unescaped)
         }
     }
 
@@ -277,5 +222,72 @@ package enum JSONPrecheck {
 
     private static func isSpace(_ c: UInt8) -> Bool {
         c == 0x20 || c == 0x09 || c == 0x0A || c == 0x0D
+    }
+}
+
+/// JSON string content with its escapes decoded (RFC 8259 section 7): shared by the precheck's member names and
+/// the application's request bodies.
+package enum JSONString {
+    /// Appends the UTF-8 of the string content `bytes[start..<end]` (between the quotes) to `out`, escapes decoded.
+    /// False for an invalid escape, a lone surrogate or a truncated `\u`. Linear in `end - start`.
+    package static func unescape(_ bytes: UnsafeRawBufferPointer, _ start: Int, _ end: Int, into out: inout [UInt8]) -> Bool {
+        var i = start
+        while i < end {
+            let c = bytes[i]
+            guard c == UInt8(ascii: "\\") else {
+                out.append(c)
+                i += 1
+                continue
+            }
+            guard i + 1 < end else { return false }
+            let escape = bytes[i + 1]
+            i += 2
+            switch escape {
+            case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): out.append(escape)
+            case UInt8(ascii: "b"): out.append(0x08)
+            case UInt8(ascii: "f"): out.append(0x0C)
+            case UInt8(ascii: "n"): out.append(0x0A)
+            case UInt8(ascii: "r"): out.append(0x0D)
+            case UInt8(ascii: "t"): out.append(0x09)
+            case UInt8(ascii: "u"):
+                guard let unit = hex4(bytes, i, end) else { return false }
+                i += 4
+                var scalar = UInt32(unit)
+                if (0xD800..<0xDC00).contains(unit) {
+                    // A high surrogate must be followed by `\u` and a low one.
+                    guard i + 6 <= end, bytes[i] == UInt8(ascii: "\\"), bytes[i + 1] == UInt8(ascii: "u"),
+                          let low = hex4(bytes, i + 2, end), (0xDC00..<0xE000).contains(low) else { return false }
+                    i += 6
+                    scalar = 0x10000 + ((UInt32(unit) - 0xD800) << 10) + (UInt32(low) - 0xDC00)
+                } else if (0xDC00..<0xE000).contains(unit) {
+                    return false
+                }
+                guard let value = Unicode.Scalar(scalar) else { return false }
+                out.append(contentsOf: UTF8.encode(value)!)
+            default:
+                return false
+            }
+        }
+        return true
+    }
+
+    /// The value of one hexadecimal digit, either case.
+    package static func hexValue(_ c: UInt8) -> UInt8? {
+        switch c {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): c - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): c - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): c - UInt8(ascii: "A") + 10
+        default: nil
+        }
+    }
+
+    private static func hex4(_ bytes: UnsafeRawBufferPointer, _ i: Int, _ end: Int) -> UInt16? {
+        guard i + 4 <= end else { return nil }
+        var value: UInt16 = 0
+        for k in i..<(i + 4) {
+            guard let digit = hexValue(bytes[k]) else { return nil }
+            value = value << 4 | UInt16(digit)
+        }
+        return value
     }
 }

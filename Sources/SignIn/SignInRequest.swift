@@ -1,4 +1,5 @@
 // The body of `POST /tokensignin`: which of the three accepted forms it is, and the ID token it carries.
+import IDToken
 
 /// A parsed sign-in request body (docs/http.md, "Request bodies").
 public enum SignInRequest: Sendable, Equatable {
@@ -154,7 +155,7 @@ enum FormURLEncoded {
                 out.append(0x20)
             case UInt8(ascii: "%"):
                 guard index + 2 < bytes.endIndex,
-                      let high = hexValue(bytes[index + 1]), let low = hexValue(bytes[index + 2]) else {
+                      let high = JSONString.hexValue(bytes[index + 1]), let low = JSONString.hexValue(bytes[index + 2]) else {
                     throw SignInError(.malformedBody, "bad percent-encoding")
                 }
                 out.append(high << 4 | low)
@@ -168,15 +169,6 @@ enum FormURLEncoded {
             throw SignInError(.malformedBody, "form field is not UTF-8")
         }
         return string
-    }
-
-    static func hexValue(_ byte: UInt8) -> UInt8? {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
-        default: nil
-        }
     }
 }
 
@@ -296,55 +288,21 @@ struct JSONBody {
     /// A string at `index`, unescaped. Raw control characters, bad escapes and lone surrogates are refused.
     mutating func string() throws(SignInError) -> String {
         try expect(UInt8(ascii: "\""))
-        var out: [UInt8] = []
+        let start = index
+        // Find the closing quote (an escape's second byte is never one); the content is decoded in one pass after.
         while true {
             guard let byte = peek else { throw Self.malformed("unterminated JSON string") }
-            index += 1
-            switch byte {
-            case UInt8(ascii: "\""):
-                // The body was validated as UTF-8 and escapes produce valid scalars, so this cannot fail.
-                return String(decoding: out, as: UTF8.self)
-            case UInt8(ascii: "\\"):
-                guard let escape = peek else { throw Self.malformed("unterminated JSON string") }
-                index += 1
-                switch escape {
-                case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): out.append(escape)
-                case UInt8(ascii: "b"): out.append(0x08)
-                case UInt8(ascii: "f"): out.append(0x0C)
-                case UInt8(ascii: "n"): out.append(0x0A)
-                case UInt8(ascii: "r"): out.append(0x0D)
-                case UInt8(ascii: "t"): out.append(0x09)
-                case UInt8(ascii: "u"):
-                    var scalar = try hex4()
-                    if (0xD800...0xDBFF).contains(scalar) {
-                        guard peek == UInt8(ascii: "\\"), index + 1 < bytes.count, bytes[index + 1] == UInt8(ascii: "u") else {
-                            throw Self.malformed("lone surrogate in JSON string")
-                        }
-                        index += 2
-                        let low = try hex4()
-                        guard (0xDC00...0xDFFF).contains(low) else { throw Self.malformed("lone surrogate in JSON string") }
-                        scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
-                    }
-                    guard let unicode = Unicode.Scalar(scalar) else { throw Self.malformed("lone surrogate in JSON string") }
-                    out.append(contentsOf: String(Character(unicode)).utf8)
-                default:
-                    throw Self.malformed("bad escape in JSON string")
-                }
-            case 0x00..<0x20:
-                throw Self.malformed("control character in JSON string")
-            default:
-                out.append(byte)
-            }
+            if byte == UInt8(ascii: "\"") { break }
+            if byte < 0x20 { throw Self.malformed("control character in JSON string") }
+            index += byte == UInt8(ascii: "\\") ? 2 : 1
         }
-    }
-
-    mutating func hex4() throws(SignInError) -> UInt32 {
-        var value: UInt32 = 0
-        for _ in 0..<4 {
-            guard let byte = peek, let digit = FormURLEncoded.hexValue(byte) else { throw Self.malformed("bad \\u escape") }
-            value = value << 4 | UInt32(digit)
-            index += 1
-        }
-        return value
+        let end = index
+        index += 1
+        var out: [UInt8] = []
+        out.reserveCapacity(end - start)
+        let decoded = bytes.withUnsafeBytes { JSONString.unescape($0, start, end, into: &out) }
+        guard decoded else { throw Self.malformed("bad escape or lone surrogate in JSON string") }
+        // The body was validated as UTF-8 and escapes produce valid scalars, so this cannot fail.
+        return String(decoding: out, as: UTF8.self)
     }
 }
