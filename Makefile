@@ -81,7 +81,7 @@ test: deps ## unit and end-to-end tests (private PostgreSQL and nginx, nothing s
 test-browser: deps ## the example site in headless Chromium: sign-in, devices, sign-out, forgeries (Tests/Browser)
 	$(SWIFT) build --product tokensignin
 	@mkdir -p .build; set -o pipefail; \
-	PYTHONDONTWRITEBYTECODE=1 SE_OFFLINE=true SE_AVOID_STATS=true TOKENSIGNIN_BIN=.build/debug/tokensignin \
+	PYTHONDONTWRITEBYTECODE=1 SE_OFFLINE=true SE_AVOID_STATS=true TS_BIN=.build/debug/tokensignin \
 	$(VENV)/bin/python -m pytest -c Tests/Browser/pytest.ini --rootdir=. Tests/Browser 2>&1 | tee .build/browser-test.log
 
 # Debian's python3 (not whichever python3 comes first on PATH): python3-venv above is its venv module.

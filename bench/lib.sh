@@ -22,7 +22,7 @@ connections=${BENCH_CONNECTIONS:-16}
 workers=${BENCH_WORKERS:-$((2 * $(nproc)))}
 pgbench_clients=${BENCH_PGBENCH_CLIENTS:-$connections}
 nginx_workers=${BENCH_NGINX_WORKERS:-1}
-client_id="bench.apps.googleusercontent.com"
+client_id="100000000000-bench.apps.googleusercontent.com"
 
 bench_start() {
     (cd "$here" && make -s deps && swift build -c release --product tokensignin >/dev/null)

@@ -1,6 +1,7 @@
 // The service's configuration: TOKENSIGNIN_* environment variables, each overridable by a flag (docs/configuration.md).
 
 import GoogleKeys
+import FastCGI
 import IDToken
 import Store
 
@@ -43,6 +44,8 @@ public struct Configuration: Sendable, Equatable {
     public var maxSessionsPerUser: Int
     /// The folder of migration files `tokensignin migrate` applies.
     public var sqlDirectory: String
+    /// Whether `listen` may be a TCP address other than loopback (off: FastCGI has no authentication).
+    public var allowRemoteListen: Bool
     /// Database passwords (from `TOKENSIGNIN_DATABASE_URL` and `PGPASSWORD`) that no message may repeat:
     /// libpq echoes a malformed URL whole.
     public var secrets: [String]
@@ -78,6 +81,12 @@ public struct Configuration: Sendable, Equatable {
         for setting in Setting.allCases {
             if let value = environment[setting.variable] { values[setting] = value }
         }
+        // A misspelt setting would silently take its default: every TOKENSIGNIN_ variable must be one we know.
+        let known = Set(Setting.allCases.map(\.variable))
+        if let unknown = environment.keys.filter({ $0.hasPrefix("TOKENSIGNIN_") && !known.contains($0) }).sorted().first {
+            let hint = Self.closestSetting(to: unknown).map { " (did you mean \($0.variable)?)" } ?? ""
+            throw Self.invalid("\(unknown) is not a setting\(hint); `tokensignin serve --help` lists them")
+        }
         for (setting, value) in try Self.parseFlags(arguments) { values[setting] = value }
         // Empty means unset, whatever its source.
         func value(_ setting: Setting) -> String? {
@@ -94,8 +103,15 @@ public struct Configuration: Sendable, Equatable {
         } else {
             clientIDs = []
         }
-        for id in clientIDs where !id.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) {
-            throw Self.invalid("\(Setting.clientIDs.variable) has a client ID with a space or non-ASCII character: '\(id)'")
+        for id in clientIDs {
+            // A client secret pasted here must not be printed back (into a terminal, a journal, a ticket).
+            if id.hasPrefix("GOCSPX-") {
+                throw Self.invalid("\(Setting.clientIDs.variable) holds a client secret (GOCSPX-...), not a client ID: remove it, and treat the secret as leaked")
+            }
+            guard Self.isClientID(id) else {
+                let shown = id.utf8.count <= 120 && id.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) ? "'\(id)'" : "a value of \(id.utf8.count) bytes"
+                throw Self.invalid("\(Setting.clientIDs.variable) has \(shown), which is not an OAuth client ID (<digits>-<letters and digits>.apps.googleusercontent.com)")
+            }
         }
 
         // TOKENSIGNIN_JWKS_URL
@@ -107,10 +123,23 @@ public struct Configuration: Sendable, Equatable {
         // TOKENSIGNIN_JWKS_FILE
         jwksFile = value(.jwksFile)
 
-        // TOKENSIGNIN_LISTEN (the FastCGI module parses the address itself)
+        // TOKENSIGNIN_LISTEN (the FastCGI module parses the address) and TOKENSIGNIN_ALLOW_REMOTE_LISTEN
         listen = value(.listen)
         if let listen, !listen.utf8.allSatisfy({ $0 > 0x20 && $0 != 0x7F }) {
             throw Self.invalid("\(Setting.listen.variable) must be a unix socket path or host:port without spaces, got '\(listen)'")
+        }
+        allowRemoteListen = try Self.boolean(value(.allowRemoteListen), .allowRemoteListen) ?? false
+        if let listen {
+            let address: Listen
+            do {
+                address = try Listen.parse(listen)
+            } catch {
+                throw Self.invalid("\(Setting.listen.variable): \(error.detail)")
+            }
+            // FastCGI has no authentication: whoever reaches the socket can claim any client address or header.
+            if case .tcp(let host, _) = address, !Self.isLoopbackHost(host), !allowRemoteListen {
+                throw Self.invalid("\(Setting.listen.variable) is \(listen), which is not a loopback address: anyone who can reach it bypasses nginx (FastCGI has no authentication); use a unix socket or 127.0.0.1, or set \(Setting.allowRemoteListen.variable)=true if a firewall keeps it private")
+            }
         }
 
         // TOKENSIGNIN_WORKERS
@@ -263,6 +292,7 @@ public struct Configuration: Sendable, Equatable {
         case webFormOrigins = "WEB_FORM_ORIGINS"
         case maxSessionsPerUser = "MAX_SESSIONS_PER_USER"
         case sqlDirectory = "SQL_DIR"
+        case allowRemoteListen = "ALLOW_REMOTE_LISTEN"
 
         /// The environment variable, e.g. `TOKENSIGNIN_CLIENT_IDS`.
         public var variable: String { "TOKENSIGNIN_" + rawValue }
@@ -288,6 +318,7 @@ public struct Configuration: Sendable, Equatable {
             case .webFormOrigins: "comma-separated origins that may post the web form (default \(OriginCheck.google))"
             case .maxSessionsPerUser: "live sessions per user; a sign-in beyond revokes the oldest (default 100)"
             case .sqlDirectory: "migration files for `tokensignin migrate` (default ./sql)"
+            case .allowRemoteListen: "true to let LISTEN be a TCP address other than loopback (default false)"
             }
         }
     }
@@ -350,6 +381,52 @@ public struct Configuration: Sendable, Equatable {
     }
 
     // MARK: Validation helpers
+
+    /// `<digits>-<lower-case letters and digits>.apps.googleusercontent.com`, the shape of every OAuth client ID
+    /// Google issues (web, iOS, Android).
+    static func isClientID(_ id: String) -> Bool {
+        let suffix = ".apps.googleusercontent.com"
+        guard id.hasSuffix(suffix), id.utf8.count <= 255 else { return false }
+        let stem = id.utf8.dropLast(suffix.utf8.count)
+        guard let dash = stem.firstIndex(of: UInt8(ascii: "-")) else { return false }
+        let number = stem[..<dash], name = stem[stem.index(after: dash)...]
+        return !number.isEmpty && number.allSatisfy { $0 >= 0x30 && $0 <= 0x39 }
+            && !name.isEmpty && name.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x7a) }
+    }
+
+    /// 127.0.0.0/8, ::1 and localhost.
+    static func isLoopbackHost(_ host: String) -> Bool {
+        host == "localhost" || host == "::1" || host.hasPrefix("127.") && host.split(separator: ".").count == 4
+    }
+
+    /// `true`/`false` (also `yes`/`no`, `1`/`0`), nil when unset.
+    static func boolean(_ text: String?, _ setting: Setting) throws(SignInError) -> Bool? {
+        guard let text else { return nil }
+        switch text.lowercased() {
+        case "true", "yes", "1": return true
+        case "false", "no", "0": return false
+        default: throw invalid("\(setting.variable) must be true or false, got '\(text)'")
+        }
+    }
+
+    /// The known setting whose variable is nearest `name` (at most two edits away), for a misspelt variable.
+    static func closestSetting(to name: String) -> Setting? {
+        let wanted = Array(name.utf8)
+        func distance(_ other: [UInt8]) -> Int {
+            var previous = Array(0...other.count)
+            for (i, a) in wanted.enumerated() {
+                var current = [i + 1]
+                for (j, b) in other.enumerated() {
+                    current.append(min(previous[j + 1] + 1, current[j] + 1, previous[j] + (a == b ? 0 : 1)))
+                }
+                previous = current
+            }
+            return previous[other.count]
+        }
+        guard wanted.count <= 64 else { return nil }
+        let (best, edits) = Setting.allCases.map { ($0, distance(Array($0.variable.utf8))) }.min { $0.1 < $1.1 }!
+        return edits <= 2 ? best : nil
+    }
 
     static func invalid(_ message: String) -> SignInError { SignInError(.invalidConfiguration, message) }
 

@@ -54,13 +54,13 @@ class Answer:
 class Stack:
     """Everything `make run` starts in development mode, on the suite's own ports and folders under .build/."""
 
-    client_id = "browser-tests.apps.googleusercontent.com"
+    client_id = "100000000000-browsertests.apps.googleusercontent.com"
     ada = Account("3000000000000000000001", "ada@example.com", "Ada Lovelace")
     grace = Account("3000000000000000000002", "grace@example.com", "Grace Hopper")
     session_ttl = 86_400
 
     def __init__(self):
-        self.binary = (REPOSITORY / os.environ.get("TOKENSIGNIN_BIN", ".build/debug/tokensignin")).resolve()
+        self.binary = (REPOSITORY / os.environ.get("TS_BIN", ".build/debug/tokensignin")).resolve()
         self.root = REPOSITORY / ".build/browser"
         self.artifacts = self.root / "artifacts"
         self.port = BASE_PORT

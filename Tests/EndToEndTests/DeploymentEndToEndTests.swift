@@ -7,11 +7,11 @@ import TestSupport
 @Suite struct DeploymentEndToEndTests {
     @Test(arguments: [
         ([String: String](), "TOKENSIGNIN_CLIENT_IDS"),
-        (["TOKENSIGNIN_CLIENT_IDS": "a.apps.googleusercontent.com", "TOKENSIGNIN_WORKERS": "many"], "TOKENSIGNIN_WORKERS"),
-        (["TOKENSIGNIN_CLIENT_IDS": "a.apps.googleusercontent.com", "TOKENSIGNIN_SESSION_TTL": "1w"], "TOKENSIGNIN_SESSION_TTL"),
-        (["TOKENSIGNIN_CLIENT_IDS": "a.apps.googleusercontent.com", "TOKENSIGNIN_JWKS_FILE": "/nonexistent/jwks.json",
+        (["TOKENSIGNIN_CLIENT_IDS": "1234567890-a.apps.googleusercontent.com", "TOKENSIGNIN_WORKERS": "many"], "TOKENSIGNIN_WORKERS"),
+        (["TOKENSIGNIN_CLIENT_IDS": "1234567890-a.apps.googleusercontent.com", "TOKENSIGNIN_SESSION_TTL": "1w"], "TOKENSIGNIN_SESSION_TTL"),
+        (["TOKENSIGNIN_CLIENT_IDS": "1234567890-a.apps.googleusercontent.com", "TOKENSIGNIN_JWKS_FILE": "/nonexistent/jwks.json",
           "TOKENSIGNIN_LISTEN": "SOCKET"], "TOKENSIGNIN_JWKS_FILE"),
-        (["TOKENSIGNIN_CLIENT_IDS": "a.apps.googleusercontent.com",
+        (["TOKENSIGNIN_CLIENT_IDS": "1234567890-a.apps.googleusercontent.com",
           "TOKENSIGNIN_DATABASE_URL": "postgresql://app:hunter2@localhost/db?sslmod=require"], "TOKENSIGNIN_DATABASE_URL"),
     ])
     func startUpStopsNamingAMissingOrMalformedSetting(environment: [String: String], setting: String) throws {

@@ -6,7 +6,7 @@ import Testing
 @Suite(.serialized) struct OutageEndToEndTests {
     @Test func databaseRestartGives503DuringAndNormalAfter() throws {
         // A private cluster, so stopping it does not disturb the suites running beside this one.
-        let root = ProcessInfo.processInfo.environment["TOKENSIGNIN_TEST_RUNDIR"] ?? NSTemporaryDirectory()
+        let root = ProcessInfo.processInfo.environment["TS_TEST_RUNDIR"] ?? NSTemporaryDirectory()
         let folder = root + "/outage-\(getpid())/pg"
         let pgPort = String(56000 + Int(getpid() % 1000))
         let cluster = Paths.script("pgcluster")

@@ -184,7 +184,7 @@ struct SecurityEventToken {
             token.issuer = "https://evil.example/"
             body = try token.signed(by: stack)
         case "invalid_audience":
-            token.audience = "1234-someone-else.apps.googleusercontent.com"
+            token.audience = "1234-someoneelse.apps.googleusercontent.com"
             body = try token.signed(by: stack)
         case "id_token":
             body = try stack.token(sub: sub)

@@ -157,7 +157,7 @@ private func sha256Hex(_ stack: Stack, _ text: String) throws -> String {
         parts[2] = String(parts[2].reversed())
         let cases: [(String, String)] = [
             ("expired", try stack.token(sub: "130000000000000000001", iat: now - 7200, ttl: 3600)),
-            ("bad_audience", try stack.token(sub: "130000000000000000001", aud: "someone-else.apps.googleusercontent.com")),
+            ("bad_audience", try stack.token(sub: "130000000000000000001", aud: "1000000000009-someoneelse.apps.googleusercontent.com")),
             ("bad_signature", parts.joined(separator: ".")),
             ("unknown_kid", try stack.token(sub: "130000000000000000001", kid: "not-a-known-kid")),
             ("malformed", "not-a-token"),

@@ -72,8 +72,8 @@ final class Stack: @unchecked Sendable {
     let directory: URL
     let database: String
     let port: Int
-    let clientID = "e2e-client.apps.googleusercontent.com"
-    let otherClientID = "e2e-other.apps.googleusercontent.com"
+    let clientID = "1000000000001-e2eclient.apps.googleusercontent.com"
+    let otherClientID = "1000000000002-e2eother.apps.googleusercontent.com"
     let siteOrigin: String
     var kid = ""
     private var server: pid_t?
@@ -91,7 +91,7 @@ final class Stack: @unchecked Sendable {
             throw StackError("end-to-end tests need the test cluster: run them with `make test`")
         }
         // Under the folder scripts/with-test-db cleans up, which stops whatever a crashed run left behind.
-        let root = ProcessInfo.processInfo.environment["TOKENSIGNIN_TEST_RUNDIR"] ?? NSTemporaryDirectory()
+        let root = ProcessInfo.processInfo.environment["TS_TEST_RUNDIR"] ?? NSTemporaryDirectory()
         directory = URL(fileURLWithPath: root).appendingPathComponent("e2e-\(name)-\(getpid())")
         try? FileManager.default.removeItem(at: directory)
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)

@@ -74,7 +74,7 @@ enum CLI {
 
     @Test func clientIDsDefaultFromTheEnvironment() throws {
         let r = try CLI.run(["verify", "--jwks", jwks, "--now", now, token],
-                            env: ["TOKENSIGNIN_CLIENT_IDS": "other-client, \(Fixture.clientID)"])
+                            env: ["TOKENSIGNIN_CLIENT_IDS": "123456789012-other.apps.googleusercontent.com, \(Fixture.clientID)"])
         #expect(r.status == 0)
     }
 
@@ -96,7 +96,7 @@ enum CLI {
     }
 
     @Test func otherAudienceExitsOne() throws {
-        let r = try CLI.run(["verify", "--client-id", "someone-else", "--jwks", jwks, "--now", now, token])
+        let r = try CLI.run(["verify", "--client-id", "123456789012-someoneelse.apps.googleusercontent.com", "--jwks", jwks, "--now", now, token])
         #expect(r.status == 1 && r.stderr == "invalid token: bad_audience\n")
     }
 
@@ -118,14 +118,14 @@ enum CLI {
 
     @Test(arguments: [
         ["verify", "--jwks", "/nonexistent", "x"],                                   // no client ID
-        ["verify", "--client-id", "c", "--jwks", "/nonexistent"],                    // no token
-        ["verify", "--client-id", "c", "--jwks", "/nonexistent", "a", "b"],          // two tokens
-        ["verify", "--client-id", "c", "--bogus", "1", "x"],                         // unknown option
-        ["verify", "--client-id", "c", "--now", "yesterday", "x"],                   // non-integer clock
-        ["verify", "--client-id", "c", "--clock-skew", "-5", "x"],                   // negative skew
-        ["verify", "--client-id", "c", "--jwks", "f", "--jwks-url", "https://x", "x"], // exclusive key sources
+        ["verify", "--client-id", "123456789012-c.apps.googleusercontent.com", "--jwks", "/nonexistent"],                    // no token
+        ["verify", "--client-id", "123456789012-c.apps.googleusercontent.com", "--jwks", "/nonexistent", "a", "b"],          // two tokens
+        ["verify", "--client-id", "123456789012-c.apps.googleusercontent.com", "--bogus", "1", "x"],                         // unknown option
+        ["verify", "--client-id", "123456789012-c.apps.googleusercontent.com", "--now", "yesterday", "x"],                   // non-integer clock
+        ["verify", "--client-id", "123456789012-c.apps.googleusercontent.com", "--clock-skew", "-5", "x"],                   // negative skew
+        ["verify", "--client-id", "123456789012-c.apps.googleusercontent.com", "--jwks", "f", "--jwks-url", "https://x", "x"], // exclusive key sources
         ["verify", "--client-id"],                                                    // flag without value
-        ["verify", "--client-id", "c", "--jwks", "a", "--jwks", "b", "x"],           // one key source only
+        ["verify", "--client-id", "123456789012-c.apps.googleusercontent.com", "--jwks", "a", "--jwks", "b", "x"],           // one key source only
         ["frobnicate"],
         [],
         ["dev", "token", "--key", "k.pem"],                                          // missing required flags
@@ -138,18 +138,18 @@ enum CLI {
     }
 
     @Test func unreadableKeyFileExitsThree() throws {
-        let r = try CLI.run(["verify", "--client-id", "c", "--jwks", dir + "/missing.json", token])
+        let r = try CLI.run(["verify", "--client-id", "123456789012-c.apps.googleusercontent.com", "--jwks", dir + "/missing.json", token])
         #expect(r.status == 3 && r.stderr.hasPrefix("keys unavailable"))
     }
 
     @Test func invalidKeySetExitsThree() throws {
         try Data("{\"keys\":[]}".utf8).write(to: URL(fileURLWithPath: dir + "/empty.json"))
-        let r = try CLI.run(["verify", "--client-id", "c", "--jwks", dir + "/empty.json", token])
+        let r = try CLI.run(["verify", "--client-id", "123456789012-c.apps.googleusercontent.com", "--jwks", dir + "/empty.json", token])
         #expect(r.status == 3 && r.stderr.contains("invalid_key_set"))
     }
 
     @Test func unreachableKeyURLExitsThree() throws {
-        let r = try CLI.run(["verify", "--client-id", "c", "--jwks-url", "http://127.0.0.1:9/certs", token])
+        let r = try CLI.run(["verify", "--client-id", "123456789012-c.apps.googleusercontent.com", "--jwks-url", "http://127.0.0.1:9/certs", token])
         #expect(r.status == 3)
     }
 

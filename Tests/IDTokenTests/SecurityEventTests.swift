@@ -231,7 +231,7 @@ func long(_ n: Int) -> ClaimValue { .string(String(repeating: "x", count: n)) }
     RefusedSETCase(name: "issuerOfAnotherProviderIsRefused", payload: setPayload(revoked, ["iss": "https://evil.example/"]), expected: "bad_issuer"),
     RefusedSETCase(name: "issuerWithoutSchemeIsRefused", payload: setPayload(revoked, ["iss": "accounts.google.com"]), expected: "bad_issuer"),
     RefusedSETCase(name: "issuerOverHTTPIsRefused", payload: setPayload(revoked, ["iss": "http://accounts.google.com/"]), expected: "bad_issuer"),
-    RefusedSETCase(name: "audienceOfAnotherClientIsRefused", payload: setPayload(revoked, ["aud": "client-c.apps.googleusercontent.com"]),
+    RefusedSETCase(name: "audienceOfAnotherClientIsRefused", payload: setPayload(revoked, ["aud": "123456789012-clientc.apps.googleusercontent.com"]),
                    expected: "bad_audience"),
     RefusedSETCase(name: "emptyAudienceArrayIsRefused", payload: setPayload(revoked, ["aud": []]), expected: "bad_audience"),
 ])

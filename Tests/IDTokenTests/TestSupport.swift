@@ -53,8 +53,8 @@ enum Keys {
 }
 
 enum Fixture {
-    static let clientID = "client-a.apps.googleusercontent.com"
-    static let otherClientID = "client-b.apps.googleusercontent.com"
+    static let clientID = "123456789012-clienta.apps.googleusercontent.com"
+    static let otherClientID = "123456789012-clientb.apps.googleusercontent.com"
     static let now: Int64 = 1_700_000_000
     static let policy = Policy(clientIDs: [clientID, otherClientID])
 

@@ -3,7 +3,7 @@
 import Testing
 @testable import SignIn
 
-private let base = ["TOKENSIGNIN_CLIENT_IDS": "web.apps.googleusercontent.com"]
+private let base = ["TOKENSIGNIN_CLIENT_IDS": "1234567890-web.apps.googleusercontent.com"]
 
 private func configuration(_ environment: [String: String] = [:], _ arguments: [String] = []) throws(SignInError) -> Configuration {
     try Configuration(environment: base.merging(environment) { _, new in new }, arguments: arguments, processorCount: 4)
@@ -28,6 +28,7 @@ private func rendered(_ config: Configuration, _ setting: Configuration.Setting)
     case .webFormOrigins: config.webFormOrigins.map(\.description).joined(separator: "|")
     case .maxSessionsPerUser: String(config.maxSessionsPerUser)
     case .sqlDirectory: config.sqlDirectory
+    case .allowRemoteListen: String(config.allowRemoteListen)
     }
 }
 
@@ -48,6 +49,7 @@ private func rendered(_ config: Configuration, _ setting: Configuration.Setting)
         (.webFormOrigins, "https://accounts.google.com"),
         (.maxSessionsPerUser, "100"),
         (.sqlDirectory, "sql"),
+        (.allowRemoteListen, "false"),
     ])
     func unsetSettingTakesItsDefault(setting: Configuration.Setting, expected: String) throws {
         #expect(rendered(try configuration(), setting) == expected)
@@ -71,7 +73,8 @@ private func rendered(_ config: Configuration, _ setting: Configuration.Setting)
 
     /// (setting, environment value, flag value, expected rendering of the flag value)
     @Test(arguments: [
-        (Configuration.Setting.clientIDs, "env-id", " a , b ", "a|b"),
+        (Configuration.Setting.clientIDs, "1-env.apps.googleusercontent.com", " 1-a.apps.googleusercontent.com , 2-b.apps.googleusercontent.com ",
+         "1-a.apps.googleusercontent.com|2-b.apps.googleusercontent.com"),
         (.jwksURL, "https://env.example/certs", "http://127.0.0.1:8080/certs", "http://127.0.0.1:8080/certs"),
         (.jwksFile, "/env.json", "/flag.json", "/flag.json"),
         (.listen, "/run/env.sock", "127.0.0.1:9000", "127.0.0.1:9000"),
@@ -87,6 +90,7 @@ private func rendered(_ config: Configuration, _ setting: Configuration.Setting)
         (.webFormOrigins, "https://env.example", "https://localhost:8444, https://accounts.google.com", "https://localhost:8444|https://accounts.google.com"),
         (.maxSessionsPerUser, "5", "7", "7"),
         (.sqlDirectory, "/env/sql", "/usr/share/tokensignin/sql", "/usr/share/tokensignin/sql"),
+        (.allowRemoteListen, "true", "no", "false"),
     ])
     func flagOverridesEnvironment(setting: Configuration.Setting, environment: String, flag: String, expected: String) throws {
         let env = [setting.variable: environment]
@@ -108,7 +112,7 @@ private func rendered(_ config: Configuration, _ setting: Configuration.Setting)
             "TOKENSIGNIN_WORKERS", "TOKENSIGNIN_HOSTED_DOMAINS", "TOKENSIGNIN_CLOCK_SKEW", "TOKENSIGNIN_DATABASE_URL",
             "TOKENSIGNIN_SESSION_TTL", "TOKENSIGNIN_SESSION_IDLE_TTL", "TOKENSIGNIN_COOKIE_NAME",
             "TOKENSIGNIN_SITE_ORIGINS", "TOKENSIGNIN_SIGNIN_REDIRECT", "TOKENSIGNIN_WEB_FORM_ORIGINS", "TOKENSIGNIN_MAX_SESSIONS_PER_USER",
-            "TOKENSIGNIN_SQL_DIR",
+            "TOKENSIGNIN_SQL_DIR", "TOKENSIGNIN_ALLOW_REMOTE_LISTEN",
         ])
         #expect(Configuration.Setting.clientIDs.flag == "--client-ids")
         #expect(Configuration.Setting.signInRedirect.flag == "--signin-redirect")
@@ -140,6 +144,38 @@ private func rendered(_ config: Configuration, _ setting: Configuration.Setting)
         }
     }
 
+    @Test(arguments: ["1234567890-abc.apps.googleusercontent.com", "407408718192-0a1b2c3d4e5f.apps.googleusercontent.com"])
+    func googleClientIDsAreAccepted(id: String) throws {
+        #expect(try configuration(["TOKENSIGNIN_CLIENT_IDS": id]).clientIDs == [id])
+    }
+
+    @Test(arguments: ["abc.apps.googleusercontent.com", "12-ABC.apps.googleusercontent.com", "12-a_b.apps.googleusercontent.com",
+                      "-abc.apps.googleusercontent.com", "12-.apps.googleusercontent.com", "12-abc.apps.googleusercontent.com.evil",
+                      "12-abc.googleusercontent.com"])
+    func otherValuesAreNotClientIDs(id: String) {
+        #expect(throws: SignInError(.invalidConfiguration)) { try configuration(["TOKENSIGNIN_CLIENT_IDS": id]) }
+    }
+
+    @Test func aClientSecretIsNeverPrintedBack() {
+        do {
+            _ = try configuration(["TOKENSIGNIN_CLIENT_IDS": "GOCSPX-AbCdEf1234567890"])
+            Issue.record("accepted a client secret")
+        } catch {
+            #expect(!error.description.contains("AbCdEf1234567890"))
+        }
+    }
+
+    @Test(arguments: ["127.0.0.1:9000", "127.1.2.3:9000", "[::1]:9000", "localhost:9000", "/run/tokensignin/tokensignin.sock"])
+    func loopbackAndUnixListenAddressesNeedNoPermission(listen: String) throws {
+        #expect(try configuration(["TOKENSIGNIN_LISTEN": listen]).listen == listen)
+    }
+
+    @Test func aRemoteListenAddressNeedsTheExplicitPermission() throws {
+        #expect(throws: SignInError(.invalidConfiguration)) { try configuration(["TOKENSIGNIN_LISTEN": "10.0.0.5:9000"]) }
+        let allowed = try configuration(["TOKENSIGNIN_LISTEN": "10.0.0.5:9000", "TOKENSIGNIN_ALLOW_REMOTE_LISTEN": "true"])
+        #expect(allowed.listen == "10.0.0.5:9000" && allowed.allowRemoteListen)
+    }
+
     @Test func emptyValueCountsAsUnsetAndAFlagCanResetToDefault() throws {
         #expect(try configuration(["TOKENSIGNIN_LISTEN": ""]).listen == nil)
         #expect(try configuration(["TOKENSIGNIN_LISTEN": "/run/a.sock"], ["--listen="]).listen == nil)
@@ -150,7 +186,14 @@ private func rendered(_ config: Configuration, _ setting: Configuration.Setting)
     @Test(arguments: [
         ("TOKENSIGNIN_CLIENT_IDS", "a,,b", "TOKENSIGNIN_CLIENT_IDS has an empty entry in 'a,,b'"),
         ("TOKENSIGNIN_CLIENT_IDS", "a,", "TOKENSIGNIN_CLIENT_IDS has an empty entry in 'a,'"),
-        ("TOKENSIGNIN_CLIENT_IDS", "a b", "TOKENSIGNIN_CLIENT_IDS has a client ID with a space or non-ASCII character: 'a b'"),
+        ("TOKENSIGNIN_CLIENT_IDS", "a b", "TOKENSIGNIN_CLIENT_IDS has a value of 3 bytes, which is not an OAuth client ID (<digits>-<letters and digits>.apps.googleusercontent.com)"),
+        ("TOKENSIGNIN_CLIENT_IDS", "web.apps.googleusercontent.com", "TOKENSIGNIN_CLIENT_IDS has 'web.apps.googleusercontent.com', which is not an OAuth client ID (<digits>-<letters and digits>.apps.googleusercontent.com)"),
+        ("TOKENSIGNIN_CLIENT_IDS", "1234-web.apps.googleusercontent.com,GOCSPX-abcdefSECRET", "TOKENSIGNIN_CLIENT_IDS holds a client secret (GOCSPX-...), not a client ID: remove it, and treat the secret as leaked"),
+        ("TOKENSIGNIN_LISTEN", "0.0.0.0:9000", "TOKENSIGNIN_LISTEN is 0.0.0.0:9000, which is not a loopback address: anyone who can reach it bypasses nginx (FastCGI has no authentication); use a unix socket or 127.0.0.1, or set TOKENSIGNIN_ALLOW_REMOTE_LISTEN=true if a firewall keeps it private"),
+        ("TOKENSIGNIN_LISTEN", "db.example:9000", "TOKENSIGNIN_LISTEN: host must be a numeric address or localhost, got db.example"),
+        ("TOKENSIGNIN_ALLOW_REMOTE_LISTEN", "maybe", "TOKENSIGNIN_ALLOW_REMOTE_LISTEN must be true or false, got 'maybe'"),
+        ("TOKENSIGNIN_SESION_TTL", "30d", "TOKENSIGNIN_SESION_TTL is not a setting (did you mean TOKENSIGNIN_SESSION_TTL?); `tokensignin serve --help` lists them"),
+        ("TOKENSIGNIN_SOMETHING", "1", "TOKENSIGNIN_SOMETHING is not a setting; `tokensignin serve --help` lists them"),
         ("TOKENSIGNIN_JWKS_URL", "http://example.com/certs", "TOKENSIGNIN_JWKS_URL must be an https:// URL (or http:// on 127.0.0.1, [::1] or localhost), got 'http://example.com/certs'"),
         ("TOKENSIGNIN_WORKERS", "x", "TOKENSIGNIN_WORKERS must be a positive integer (1...1024), got 'x'"),
         ("TOKENSIGNIN_CLOCK_SKEW", "601", "TOKENSIGNIN_CLOCK_SKEW must be a whole number of seconds (0...600), got '601'"),
@@ -282,7 +325,7 @@ private func rendered(_ config: Configuration, _ setting: Configuration.Setting)
 
     @Test func policyCarriesClientIDsDomainsAndSkew() throws {
         let policy = try configuration(["TOKENSIGNIN_HOSTED_DOMAINS": "example.com", "TOKENSIGNIN_CLOCK_SKEW": "5"]).policy
-        #expect(policy.clientIDs == ["web.apps.googleusercontent.com"])
+        #expect(policy.clientIDs == ["1234567890-web.apps.googleusercontent.com"])
         #expect(policy.hostedDomains == ["example.com"])
         #expect(policy.clockSkew == 5)
     }

@@ -15,7 +15,7 @@ import TestSupport
     }
 
     static func session(_ hash: SessionToken.Hash = SessionToken.generate().hash, agent: String? = "Test/1.0") -> NewSession {
-        NewSession(tokenHash: hash, clientID: "client-web.apps.googleusercontent.com", userAgent: agent, ip: "192.0.2.7")
+        NewSession(tokenHash: hash, clientID: "1234567890-clientweb.apps.googleusercontent.com", userAgent: agent, ip: "192.0.2.7")
     }
 
     @Test func signInWritesTheProfileTheSessionAndTheAuditRow() throws {
@@ -32,7 +32,7 @@ import TestSupport
               FROM signin.sessions s JOIN signin.users u ON u.id = s.user_id WHERE s.id = $1
             """, [signedIn.sessionID])
         #expect(row[0, 0] == token.hash.sqlText)
-        #expect(row[0, 1] == "client-web.apps.googleusercontent.com" && row[0, 2] == "192.0.2.7" && row[0, 3] == "Test/1.0")
+        #expect(row[0, 1] == "1234567890-clientweb.apps.googleusercontent.com" && row[0, 2] == "192.0.2.7" && row[0, 3] == "Test/1.0")
         #expect(row[0, 4] == "ada@example.com" && row[0, 5] == "Ada")
         #expect(row[0, 6] == String(signedIn.expiresAt.unixSeconds) && row[0, 7] == "t")
         let audit = try sql.query("SELECT outcome, reason, session_id, google_sub FROM signin.sign_ins")

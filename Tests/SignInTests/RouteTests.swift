@@ -47,7 +47,7 @@ final class RouteHarness: @unchecked Sendable {
 
     init(environment: [String: String] = [:]) throws {
         let configuration = try Configuration(environment: [
-            "TOKENSIGNIN_CLIENT_IDS": "web.apps.googleusercontent.com",
+            "TOKENSIGNIN_CLIENT_IDS": "1234567890-web.apps.googleusercontent.com",
             "TOKENSIGNIN_SITE_ORIGINS": Self.site,
             "TOKENSIGNIN_SIGNIN_REDIRECT": "/welcome",
         ].merging(environment) { $1 }, processorCount: 2)
@@ -175,7 +175,7 @@ extension Response {
         #expect(answer.headers("Set-Cookie") == ["__Host-tokensignin=\(token); Path=/; Max-Age=2592000; Secure; HttpOnly; SameSite=Lax"])
         // Only the hash of the token is kept.
         #expect(h.store.sessions.map(\.hash) == [SessionToken(presented: token)!.hash])
-        #expect(h.store.sessions[0].clientID == "web.apps.googleusercontent.com" && h.store.sessions[0].ip == "192.0.2.9")
+        #expect(h.store.sessions[0].clientID == "1234567890-web.apps.googleusercontent.com" && h.store.sessions[0].ip == "192.0.2.9")
         #expect(h.signIn("good-ada").json["user"].flatMap { ($0 as? [String: Any])?["created"] as? Bool } == false)
     }
 
@@ -472,7 +472,7 @@ extension Response {
             #expect(sessions.map { $0["id"] as? Int } == [4, 1])
             #expect(sessions.map { $0["current"] as? Bool } == [false, true])
             #expect(sessions[1]["created_at"] as? String == "2027-01-15T08:00:00Z")
-            #expect(sessions[1]["ip"] as? String == "192.0.2.9" && sessions[1]["client_id"] as? String == "web.apps.googleusercontent.com")
+            #expect(sessions[1]["ip"] as? String == "192.0.2.9" && sessions[1]["client_id"] as? String == "1234567890-web.apps.googleusercontent.com")
             #expect(answer.json["next"] is NSNull)
         }
     }
@@ -595,7 +595,7 @@ extension Response {
     static let google = "https://accounts.google.com/"
 
     static func set(_ events: [SecurityEvent], jti: String = "jti-1", iat: Int64 = 1_800_000_500) -> VerifiedSecurityEvent {
-        VerifiedSecurityEvent(jti: jti, issuer: google, audience: "web.apps.googleusercontent.com", issuedAt: iat,
+        VerifiedSecurityEvent(jti: jti, issuer: google, audience: "1234567890-web.apps.googleusercontent.com", issuedAt: iat,
                               expiresAt: nil, keyID: "kid", events: events)
     }
 

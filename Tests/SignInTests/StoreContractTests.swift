@@ -105,7 +105,7 @@ final class StoreUnderTest: @unchecked Sendable {
 
 /// A verified token as the verifier would hand it over.
 func verifiedToken(sub: String, email: String? = "ada@example.com", emailVerified: Bool = true, name: String? = "Ada",
-                   audience: String = "web.apps.googleusercontent.com", issuedAt: Int64 = 1_800_000_000) -> VerifiedToken {
+                   audience: String = "1234567890-web.apps.googleusercontent.com", issuedAt: Int64 = 1_800_000_000) -> VerifiedToken {
     VerifiedToken(subject: sub, audience: audience, issuer: "https://accounts.google.com", issuedAt: issuedAt,
                   expiresAt: 1_800_003_600, keyID: "kid", email: email, emailVerified: emailVerified, name: name,
                   givenName: nil, familyName: nil, picture: nil, locale: nil, hostedDomain: nil, claimsJSON: "{}")
@@ -119,7 +119,7 @@ func verifiedToken(sub: String, email: String? = "ada@example.com", emailVerifie
                        issuedAt: Int64 = 1_800_000_000) throws -> (SignedIn, SessionToken.Hash) {
         let token = SessionToken.generate()
         let outcome = try store.signIn(verifiedToken(sub: sub, issuedAt: issuedAt),
-                                       NewSession(tokenHash: token.hash, clientID: "web.apps.googleusercontent.com",
+                                       NewSession(tokenHash: token.hash, clientID: "1234567890-web.apps.googleusercontent.com",
                                                   userAgent: agent, ip: "192.0.2.7"))
         guard case .signedIn(let signedIn) = outcome else { throw StoreError(.unexpectedResult, "refused: \(outcome)") }
         return (signedIn, token.hash)
@@ -233,7 +233,7 @@ func verifiedToken(sub: String, email: String? = "ada@example.com", emailVerifie
         #expect(first.sessions.map(\.id) == [made[4].sessionID, made[3].sessionID])
         #expect(first.next == made[3].sessionID)
         #expect(first.sessions[0].userAgent == "agent-4" && first.sessions[0].ip == "192.0.2.7")
-        #expect(first.sessions[0].clientID == "web.apps.googleusercontent.com")
+        #expect(first.sessions[0].clientID == "1234567890-web.apps.googleusercontent.com")
         #expect(first.sessions.allSatisfy { !$0.current })
 
         let second = try #require(try s.store.listSessions(hash!, limit: 2, after: first.next))
