@@ -1,4 +1,5 @@
 // Where the responder listens (`TOKENSIGNIN_LISTEN`), and opening that socket without libfcgi's exit-on-error.
+import CFastCGI
 import Glibc
 import Synchronization
 
