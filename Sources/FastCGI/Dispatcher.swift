@@ -37,6 +37,8 @@ final class Dispatcher: Sendable {
     /// Every open connection, for the drain and for `maxConnections`. Touched once when a connection opens and
     /// once when it closes, never per request.
     private let registry = Mutex<[ObjectIdentifier: Connection]>([:])
+    /// The registry's size, which threads (the drain, tests) can wait on.
+    let open: Gauge
     /// Connections a worker hands back with part of a request already read (pipelining, a body to skip).
     private let returned = Mutex<[Connection]>([])
     private let stopRequested = Atomic<Bool>(false)
@@ -55,7 +57,7 @@ final class Dispatcher: Sendable {
     private static let listenerTag: UInt64 = 0
     private static let wakeTag: UInt64 = 1
 
-    init(listener: Listener, lanes: [Lane], limits: Limits, classify: @escaping @Sendable (Request) -> Int,
+    init(listener: Listener, lanes: [Lane], limits: Limits, open: Gauge, classify: @escaping @Sendable (Request) -> Int,
          overloaded: @escaping @Sendable (Request) -> Response,
          report: @escaping @Sendable (FastCGIError) -> Void) throws(FastCGIError) {
         let epollFD = epoll_create1(Int32(EPOLL_CLOEXEC))
@@ -71,6 +73,7 @@ final class Dispatcher: Sendable {
         self.wake = wake
         self.listener = listener
         self.limits = limits
+        self.open = open
         self.queues = lanes.enumerated().map { LaneQueue(lane: $0.element, index: $0.offset) }
         self.classify = classify
         self.overloaded = overloaded
@@ -153,6 +156,7 @@ final class Dispatcher: Sendable {
         }
         let connection = Connection(Descriptor(fd), limits: limits, now: now)
         registry.withLock { $0[ObjectIdentifier(connection)] = connection }
+        open.add(1)
         accepted.add(1, ordering: .relaxed)
         return .some(connection)
     }
@@ -255,7 +259,8 @@ final class Dispatcher: Sendable {
     func close(_ connection: Connection) {
         connection.state.withLock { $0 = .closed }
         connection.close()
-        registry.withLock { $0[ObjectIdentifier(connection)] = nil }
+        let removed = registry.withLock { $0.removeValue(forKey: ObjectIdentifier(connection)) != nil }
+        if removed { open.add(-1) }
     }
 
     /// A worker gives back a connection with no complete request buffered: parked until its next request when

@@ -27,6 +27,8 @@ public final class Server: Sendable {
     private let stopping = Atomic<Bool>(false)
     private let phase = Mutex<Phase>(.ready)
     private let current = Mutex<Dispatcher?>(nil)
+    /// Open connections (tests wait on it).
+    let open = Gauge()
     /// The sigwait thread of `stopOnTerminationSignals`, reachable by tests through pthread_kill.
     let signalThread = Mutex<pthread_t?>(nil)
 
@@ -79,7 +81,12 @@ public final class Server: Sendable {
     public var statistics: Statistics { current.withLock { $0?.statistics } ?? Statistics() }
 
     /// Connections open right now (tests).
-    var openConnections: Int { current.withLock { $0?.openConnections } ?? 0 }
+    var openConnections: Int { open.current }
+
+    /// Waits until the number of open connections satisfies `predicate` (tests); false on timeout.
+    func waitForOpenConnections(timeout: Duration = .seconds(10), _ predicate: (Int) -> Bool) -> Bool {
+        open.wait(timeout: timeout, until: predicate)
+    }
 
     /// Serves until `stop()` has drained the server.
     ///
@@ -107,7 +114,7 @@ public final class Server: Sendable {
             listener.close()
             phase.withLock { $0 = .finished }
         }
-        let dispatcher = try Dispatcher(listener: listener, lanes: lanes, limits: limits, classify: classify,
+        let dispatcher = try Dispatcher(listener: listener, lanes: lanes, limits: limits, open: open, classify: classify,
                                         overloaded: overloaded, report: report)
         current.withLock { $0 = dispatcher }
         if stopping.load(ordering: .acquiring) { dispatcher.requestStop() }
