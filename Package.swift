@@ -1,5 +1,6 @@
 // swift-tools-version:6.2
 // tokensignin: the backend half of "Sign in with Google" (see README.md and docs/).
+import Foundation
 import PackageDescription
 
 let strict: [SwiftSetting] = [.treatAllWarnings(as: .error)]
@@ -33,3 +34,10 @@ let package = Package(
         .testTarget(name: "EndToEndTests", dependencies: ["IDToken", "TestSupport"], swiftSettings: strict),
     ]
 )
+
+// Fuzz targets (Fuzz/<Name>/main.swift, each defining LLVMFuzzerTestOneInput): only when scripts/fuzz builds
+// them with -sanitize=fuzzer,address, since without libFuzzer's main they do not link.
+if ProcessInfo.processInfo.environment["TOKENSIGNIN_FUZZ"] == "1" {
+    package.targets.append(.executableTarget(name: "FuzzFastCGIRecords", dependencies: ["FastCGI"], path: "Fuzz/FastCGIRecords",
+                                             exclude: ["corpus"], swiftSettings: strict + [.unsafeFlags(["-parse-as-library"])]))
+}

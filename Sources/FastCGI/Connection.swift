@@ -20,6 +20,8 @@ final class Connection: @unchecked Sendable {
     var busySince: UInt64
     /// The last time bytes arrived.
     var lastProgress: UInt64
+    /// When the stop's farewell was sent on this idle connection (0: not yet). Touched with `state` locked.
+    var farewellSent: UInt64 = 0
 
     enum State: Equatable {
         /// The dispatcher is reading it, or it waits in the set with a request begun.

@@ -514,19 +514,28 @@ private final class DispatcherLoop {
         drain(now: drainStart!, since: drainStart!)
     }
 
-    /// Closes kept connections that have sat idle for `drainIdle` since the stop began (nginx notices the close
-    /// before it picks them: it picks the most recently used first), and at `drainTimeout` everything that is
-    /// not being answered.
+    /// Lets go of idle kept connections without racing nginx: each gets the farewell record, which makes nginx
+    /// close it from its side (a close nginx initiates cannot meet a request it is sending); one still open
+    /// `drainIdle` after its farewell (a peer that is not nginx) is closed here. At `drainTimeout` everything
+    /// not being answered is closed.
     private func drain(now: UInt64, since start: UInt64) {
         let force = now &- start >= limits.drainTimeout.nanoseconds
-        let idleEnough = limits.drainIdle.nanoseconds
+        let patience = limits.drainIdle.nanoseconds
         for connection in dispatcher.snapshot() {
             let close = connection.state.withLock { state -> Bool in
-                guard case .idle(let since) = state else { return false }
-                guard force || now &- max(since, start) >= idleEnough else { return false }
-                var waiting: UInt8 = 0
-                // Bytes already waiting are a request nginx sent: it is read and answered, not dropped.
-                if !force && recv(connection.fd, &waiting, 1, Int32(MSG_PEEK) | Int32(MSG_DONTWAIT)) == 1 { return false }
+                guard case .idle = state else { return false }
+                if !force {
+                    if connection.farewellSent == 0 {
+                        connection.farewellSent = max(now, 1)
+                        let farewell = Records.farewell(requestID: max(connection.parser.requestID, 1))
+                        guard !connection.write(farewell, until: nil) else { return false }
+                    } else {
+                        guard now &- connection.farewellSent >= patience else { return false }
+                        var waiting: UInt8 = 0
+                        // Bytes already waiting are a request the peer sent: it is read and answered, not dropped.
+                        if recv(connection.fd, &waiting, 1, Int32(MSG_PEEK) | Int32(MSG_DONTWAIT)) == 1 { return false }
+                    }
+                }
                 dispatcher.disarm(connection)
                 state = .closed
                 return true

@@ -33,7 +33,7 @@ enum Wire {
 }
 
 /// Writing records: the bytes of whole records appended to an output buffer.
-enum Records {
+package enum Records {
     /// Appends one record header for `contentLength` bytes of content (no padding).
     static func appendHeader(_ type: UInt8, requestID: UInt16, contentLength: Int, to out: inout [UInt8]) {
         out.append(Wire.version)
@@ -74,7 +74,7 @@ enum Records {
     /// an empty STDERR record follows END_REQUEST in the same write: nginx then does not keep the connection
     /// (ngx_http_fastcgi_input_filter keeps it only when END_REQUEST ends what it read), so it never sends
     /// another request on a connection this responder is about to close.
-    static func answer(requestID: UInt16, head: [UInt8], body: [UInt8], farewell: Bool) -> [UInt8] {
+    package static func answer(requestID: UInt16, head: [UInt8], body: [UInt8], farewell: Bool) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(head.count + body.count + 48)
         var content = head
@@ -83,6 +83,16 @@ enum Records {
         appendHeader(Wire.stdout, requestID: requestID, contentLength: 0, to: &out)
         appendEndRequest(requestID: requestID, protocolStatus: Wire.requestComplete, to: &out)
         if farewell { appendHeader(Wire.stderr, requestID: requestID, contentLength: 0, to: &out) }
+        return out
+    }
+
+    /// The farewell alone (an empty STDERR record), sent on an idle kept connection when the server stops. In
+    /// nginx's keepalive cache any byte that arrives makes nginx close the connection itself (its close
+    /// handler peeks and closes on anything but EAGAIN); had nginx just sent a request on it, the record reads
+    /// as an empty STDERR before the answer, which nginx skips.
+    static func farewell(requestID: UInt16) -> [UInt8] {
+        var out: [UInt8] = []
+        appendHeader(Wire.stderr, requestID: requestID, contentLength: 0, to: &out)
         return out
     }
 

@@ -29,8 +29,8 @@ public struct Limits: Sendable, Equatable {
     public var writeTimeout: Duration
     /// How long a graceful stop waits for kept connections to be used or closed before it closes them.
     public var drainTimeout: Duration
-    /// During a graceful stop, a kept connection idle this long (since its last answer, or since the stop
-    /// began if later) is closed by the responder.
+    /// During a graceful stop, an idle kept connection that the web server has not closed this long after
+    /// the farewell record asked it to is closed by the responder.
     public var drainIdle: Duration
 
     public init(maxBodyBytes: Int, maxParamsBytes: Int = 128 * 1024, maxParams: Int = 512, maxStrayRecords: Int = 64,

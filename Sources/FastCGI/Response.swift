@@ -22,7 +22,7 @@ public struct Response: Sendable {
     /// `Status` header (the status line is the server's). Such a response is never sent in part: the server
     /// answers `invalidReplacement` instead and reports it. Content-Length is added when missing (except
     /// for 1xx, 204 and 304); a status outside 100–599 is sent as 500.
-    func encodedHead() -> [UInt8]? {
+    package func encodedHead() -> [UInt8]? {
         let code = (100...599).contains(status) ? status : 500
         var head: [UInt8] = []
         head.reserveCapacity(64 + headers.count * 48)
