@@ -6,10 +6,11 @@ SWIFT        ?= swift
 CONFIG       ?= release
 BIN           = .build/$(CONFIG)/tokensignin
 RUN_DIR      ?= $(CURDIR)/.run
+FUZZ_SECONDS ?= 60
 DEBIAN_PACKAGES = libfcgi-dev libfcgi-bin libssl-dev openssl libpq-dev libcurl4-openssl-dev ca-certificates \
                   postgresql postgresql-contrib nginx-light spawn-fcgi wrk pkg-config curl python3
 
-.PHONY: help deps build test run stop migrate prune bench clean
+.PHONY: help deps build test fuzz run restart stop migrate prune bench clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -31,8 +32,14 @@ test: deps ## unit and end-to-end tests (private PostgreSQL and nginx, nothing s
 	scripts/with-test-db $(SWIFT) test --skip-build 2>&1 | tee .build/test.log; status=$$?; \
 	scripts/test-summary .build/test.log; exit $$status
 
+fuzz: deps ## run each fuzz target in Fuzz/ for FUZZ_SECONDS (60) with libFuzzer and ASan; fails on a crash
+	FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz
+
 run: build ## run it all locally (PostgreSQL, responder, nginx on https://127.0.0.1:8443) and show a sign-in
 	scripts/local-run start
+
+restart: build ## restart the local responder the way a deploy does: the socket stays open, nothing is dropped
+	scripts/local-run restart
 
 stop: ## stop what `make run` started
 	scripts/local-run stop

@@ -24,15 +24,13 @@ final class Connection: @unchecked Sendable {
     var farewellSent: UInt64 = 0
 
     enum State: Equatable {
-        /// The dispatcher is reading it, or it waits in the set with a request begun.
-        case reading
-        /// A worker holds it, or its request waits in a lane queue.
-        case working
+        /// Held by the dispatcher or a worker, queued to a lane, or waiting in the set with a request begun.
+        case held
         /// Parked between requests since this time; the drain may close it.
         case idle(since: UInt64)
         case closed
     }
-    let state = Mutex<State>(.reading)
+    let state = Mutex<State>(.held)
 
     init(_ socket: consuming Descriptor, limits: Limits, now: UInt64) {
         fd = socket.raw

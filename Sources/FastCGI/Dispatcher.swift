@@ -414,7 +414,7 @@ private final class DispatcherLoop {
 
     /// Reads and parses until the connection's request is complete (handed to its lane) or the socket is empty.
     func drive(_ connection: Connection) {
-        connection.state.withLock { $0 = .reading }
+        connection.state.withLock { $0 = .held }
         arriving[ObjectIdentifier(connection)] = nil
         while true {
             switch dispatcher.advance(connection, lane: nil) {
@@ -442,27 +442,23 @@ private final class DispatcherLoop {
 
     private func park(_ connection: Connection) {
         let now = monotonicNanoseconds()
-        if connection.parser.isQuiet && drainStart == nil {
-            connection.busySince = 0
-            let armed = connection.state.withLock { state in
-                guard dispatcher.arm(connection) else { return false }
-                state = .idle(since: now)
-                return true
+        // A connection that has not begun a request yet is on the clock from its accept (nginx writes right
+        // after connecting); between requests on a kept one there is no deadline (nginx bounds idle ones).
+        guard connection.parser.isQuiet && connection.parser.requestID != 0 else {
+            arriving[ObjectIdentifier(connection)] = connection
+            if !dispatcher.arm(connection) {
+                arriving[ObjectIdentifier(connection)] = nil
+                dispatcher.close(connection)
             }
-            if !armed { dispatcher.close(connection) }
             return
         }
-        if connection.parser.isQuiet {
-            // Stopping: an idle connection is left for the drain scan, which closes it once idle long enough.
-            connection.busySince = 0
-            connection.state.withLock { $0 = .idle(since: now) }
-        } else {
-            arriving[ObjectIdentifier(connection)] = connection
+        connection.busySince = 0
+        let armed = connection.state.withLock { state in
+            guard dispatcher.arm(connection) else { return false }
+            state = .idle(since: now)
+            return true
         }
-        if !dispatcher.arm(connection) {
-            arriving[ObjectIdentifier(connection)] = nil
-            dispatcher.close(connection)
-        }
+        if !armed { dispatcher.close(connection) }
     }
 
     private func timers(now: UInt64) {
@@ -484,7 +480,7 @@ private final class DispatcherLoop {
         for queue in dispatcher.queues where queue.count > 0 {
             let cutoff = now &- min(now, queue.lane.maxWait.nanoseconds)
             for job in queue.expire(queuedBefore: cutoff) {
-                job.connection.state.withLock { $0 = .reading }
+                job.connection.state.withLock { $0 = .held }
                 if dispatcher.answerOverloaded(job.connection, job.request, lane: queue.index, waiting: false) {
                     drive(job.connection)
                 }

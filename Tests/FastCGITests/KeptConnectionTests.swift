@@ -68,7 +68,7 @@ import Testing
     }
 
     /// A connection the web server did not ask to keep is closed by the responder right after the answer;
-    /// the worker does not wait for the peer to hang up first (libfcgi's close would wait up to 2 s).
+    /// the worker does not wait for the peer to hang up first (libfcgi's close waited up to 2 s).
     @Test func closingAnUnkeptConnectionDoesNotWaitForThePeer() throws {
         let dir = try TempDir()
         let running = RunningServer(try Server(listen: .unix(dir.file("s")), workers: 1, maxBodyBytes: 64),
