@@ -7,10 +7,12 @@
 #   BENCH_PGBENCH_CLIENTS   pgbench clients (default: BENCH_CONNECTIONS)
 #   BENCH_NGINX_WORKERS (1) nginx worker_processes
 #   BENCH_PGPORT (55442)  BENCH_PORT (18443)
+#   BENCH_BIN               the tokensignin binary to measure (default: this checkout's release build), e.g.
+#                           an older build for a side-by-side run
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 dir="$here/.build/bench"
-bin="$here/.build/release/tokensignin"
+bin=${BENCH_BIN:-$here/.build/release/tokensignin}
 pgport=${BENCH_PGPORT:-55442}
 port=${BENCH_PORT:-18443}
 duration=${BENCH_SECONDS:-10}

@@ -180,6 +180,8 @@ final class Dispatcher: Sendable {
         while let event = connection.parser.next() {
             switch event {
             case .request(let request):
+                // The next request's clock starts with its own first byte (set before another thread may hold it).
+                connection.busySince = 0
                 let target = laneIndex(for: request)
                 if target == lane { return .handle(request) }
                 if queues[target].put(Job(connection: connection, request: request, queued: monotonicNanoseconds())) {

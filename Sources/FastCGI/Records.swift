@@ -76,10 +76,9 @@ package enum Records {
     /// another request on a connection this responder is about to close.
     package static func answer(requestID: UInt16, head: [UInt8], body: [UInt8], farewell: Bool) -> [UInt8] {
         var out: [UInt8] = []
-        out.reserveCapacity(head.count + body.count + 48)
-        var content = head
-        content.append(contentsOf: body)
-        appendStream(Wire.stdout, requestID: requestID, content, to: &out)
+        out.reserveCapacity(head.count + body.count + 48 + (head.count + body.count) / (32 * 1024) * 8)
+        appendStream(Wire.stdout, requestID: requestID, head, to: &out)
+        appendStream(Wire.stdout, requestID: requestID, body, to: &out)
         appendHeader(Wire.stdout, requestID: requestID, contentLength: 0, to: &out)
         appendEndRequest(requestID: requestID, protocolStatus: Wire.requestComplete, to: &out)
         if farewell { appendHeader(Wire.stderr, requestID: requestID, contentLength: 0, to: &out) }
