@@ -3,14 +3,14 @@ import CFastCGI
 import Glibc
 import Synchronization
 
-/// A connection and its incoming stream. Exactly one thread holds it at a time: the dispatcher while it reads
-/// a request, a worker from the moment it takes the request until it parks, hands back or closes the
-/// connection, or nobody while it waits in the epoll set.
+/// A connection and its incoming stream. Exactly one thread holds it at a time: the worker that received its
+/// event (or took its queued request) until it parks or closes it, or nobody while it waits in the epoll set
+/// or a lane's queue. Only the holder closes it; the timer may only shut a parked one down.
 final class Connection: @unchecked Sendable {
-    // SAFETY: every field but `state` is touched only by the one thread that holds the connection. It changes
-    // hands through epoll_ctl/epoll_wait (EPOLLONESHOT: one event per arming), a lane queue's mutex or the
-    // dispatcher's return list, each of which orders memory between the two threads. `state` is read by the
-    // dispatcher's drain scan while a worker may be parking the connection, so it is behind a Mutex.
+    // SAFETY: the fields other than `state` are touched by the one thread that holds the connection, or by the
+    // timer with `state` locked while it is parked. It changes hands through epoll_ctl/epoll_wait
+    // (EPOLLONESHOT: one event per arming, armed with `state` locked), a lane's mutex or the dispatcher's
+    // hand-back list, each of which orders memory between the two threads.
     private var socket: Descriptor?
     let fd: Int32
     var parser: RequestParser
@@ -24,13 +24,20 @@ final class Connection: @unchecked Sendable {
     var farewellSent: UInt64 = 0
 
     enum State: Equatable {
-        /// Held by the dispatcher or a worker, queued to a lane, or waiting in the set with a request begun.
+        /// Held by a worker (or the timer), or queued to a lane.
         case held
-        /// Parked between requests since this time; the drain may close it.
+        /// Parked between requests since this time; the stop sends it the farewell.
         case idle(since: UInt64)
+        /// Parked with a request (or a record) begun: on the clock of `busySince` and `lastProgress`.
+        case waiting
         case closed
     }
     let state = Mutex<State>(.held)
+    /// In the dispatcher's set of connections on the clock (set and cleared by the holder).
+    var onTheClock = false
+    /// The timer shut the socket down (a deadline passed, or the stop gave up on it); touched with `state`
+    /// locked. The next event ends with end-of-file, on which the holder closes it.
+    var shutDown = false
 
     init(_ socket: consuming Descriptor, limits: Limits, now: UInt64) {
         fd = socket.raw

@@ -1,5 +1,6 @@
-// The dispatcher: one thread that accepts connections and reads every request (non-blocking, within the
-// parser's limits and each request's deadlines), and hands complete requests to the workers of their lane.
+// The dispatcher: every worker waits on one epoll set, reads the connection whose event it gets (non-blocking,
+// within the parser's limits) and serves its request if the request's lane has room; a timer thread keeps
+// the deadlines, the lanes' waiting times and the graceful stop.
 import CFastCGI
 import Glibc
 import Synchronization
@@ -19,28 +20,36 @@ public struct Statistics: Sendable, Equatable {
     public var writeFailures = 0
 }
 
-/// The shared half of the server: the epoll set, the connections, the lanes' queues, and the steps both the
-/// dispatcher thread and the workers take on a connection (answer it, parse what follows, park it).
+/// The epoll set, the connections, the lanes, and the steps taken on a connection.
 ///
-/// The dispatcher thread is the only one that waits on the epoll set, so no worker is ever held by a slow
-/// peer: a worker sees a request only once all of it has arrived. Every connection is registered
-/// EPOLLONESHOT, because a worker holds it between taking its request and parking it again.
+/// Every socket is registered EPOLLONESHOT: the worker that receives a connection's event holds it until it
+/// parks it again, so one thread at a time touches a connection, and a new event wakes one worker, not all.
+/// A worker never blocks on a peer: it reads what has arrived, and a request still arriving is parked with
+/// its deadline. A complete request runs on the worker that read it when its lane has room, else it waits in
+/// the lane's queue for the next of that lane's requests to finish (`LaneGate`), so the common path has no
+/// hand-off between threads.
 final class Dispatcher: Sendable {
     let limits: Limits
-    let queues: [LaneQueue]
+    let gates: [LaneGate]
     private let classify: @Sendable (Request) -> Int
     private let overloaded: @Sendable (Request) -> Response
     private let report: @Sendable (FastCGIError) -> Void
     private let listener: Listener
     private let epoll: Descriptor
-    private let wake: Descriptor
-    /// Every open connection, for the drain and for `maxConnections`. Touched once when a connection opens and
-    /// once when it closes, never per request.
+    /// Written once when the server is done; stays readable, so every worker wakes and leaves.
+    private let exit: Descriptor
+    /// Armed one-shot: connections the timer gives back to the workers (after an overload answer).
+    private let handBack: Descriptor
+    /// Every open connection, for the drain and `maxConnections`. Touched when a connection opens and when
+    /// it closes, never per request.
     private let registry = Mutex<[ObjectIdentifier: Connection]>([:])
-    /// The registry's size, which threads (the drain, tests) can wait on.
+    /// The registry's size, which the timer (and tests) wait on.
     let open: Gauge
-    /// Connections a worker hands back with part of a request already read (pipelining, a body to skip).
+    /// Connections parked with a request begun, each on the clock.
+    private let onTheClock = Mutex<[ObjectIdentifier: Connection]>([:])
     private let returned = Mutex<[Connection]>([])
+    private let listening = Mutex<ListenerState>(ListenerState())
+    private let timer = Wakeup()
     private let stopRequested = Atomic<Bool>(false)
     /// Set when the graceful stop begins: every answer from then on closes its connection.
     let draining = Atomic<Bool>(false)
@@ -54,8 +63,15 @@ final class Dispatcher: Sendable {
     private let invalid = Atomic<Int>(0)
     private let writeFailures = Atomic<Int>(0)
 
+    private struct ListenerState {
+        var on = true
+        /// Accepting paused (out of descriptors, or at maxConnections) since then; the timer resumes it.
+        var pausedAt: UInt64?
+    }
+
     private static let listenerTag: UInt64 = 0
-    private static let wakeTag: UInt64 = 1
+    private static let exitTag: UInt64 = 1
+    private static let handBackTag: UInt64 = 2
 
     init(listener: Listener, lanes: [Lane], limits: Limits, open: Gauge, classify: @escaping @Sendable (Request) -> Int,
          overloaded: @escaping @Sendable (Request) -> Response,
@@ -63,18 +79,23 @@ final class Dispatcher: Sendable {
         let epollFD = epoll_create1(Int32(EPOLL_CLOEXEC))
         guard epollFD >= 0 else { throw FastCGIError(.startFailed, errnoText("epoll_create1")) }
         let epoll = Descriptor(epollFD)
-        let wakeFD = eventfd(0, Int32(EFD_NONBLOCK) | Int32(EFD_CLOEXEC))
-        guard wakeFD >= 0 else { throw FastCGIError(.startFailed, errnoText("eventfd")) }
-        let wake = Descriptor(wakeFD)
-        guard Self.control(epoll.raw, EPOLL_CTL_ADD, listener.fd, tag: Self.listenerTag, oneShot: false),
-              Self.control(epoll.raw, EPOLL_CTL_ADD, wake.raw, tag: Self.wakeTag, oneShot: false)
+        let exitFD = eventfd(0, Int32(EFD_NONBLOCK) | Int32(EFD_CLOEXEC))
+        guard exitFD >= 0 else { throw FastCGIError(.startFailed, errnoText("eventfd")) }
+        let exit = Descriptor(exitFD)
+        let handBackFD = eventfd(0, Int32(EFD_NONBLOCK) | Int32(EFD_CLOEXEC))
+        guard handBackFD >= 0 else { throw FastCGIError(.startFailed, errnoText("eventfd")) }
+        let handBack = Descriptor(handBackFD)
+        guard Self.control(epoll.raw, EPOLL_CTL_ADD, listener.fd, tag: Self.listenerTag, oneShot: true),
+              Self.control(epoll.raw, EPOLL_CTL_ADD, exit.raw, tag: Self.exitTag, oneShot: false),
+              Self.control(epoll.raw, EPOLL_CTL_ADD, handBack.raw, tag: Self.handBackTag, oneShot: true)
         else { throw FastCGIError(.startFailed, errnoText("epoll_ctl")) }
         self.epoll = epoll
-        self.wake = wake
+        self.exit = exit
+        self.handBack = handBack
         self.listener = listener
         self.limits = limits
         self.open = open
-        self.queues = lanes.enumerated().map { LaneQueue(lane: $0.element, index: $0.offset) }
+        self.gates = lanes.enumerated().map { LaneGate(lane: $0.element, index: $0.offset) }
         self.classify = classify
         self.overloaded = overloaded
         self.report = report
@@ -87,111 +108,138 @@ final class Dispatcher: Sendable {
                    writeFailures: writeFailures.load(ordering: .relaxed))
     }
 
-    var openConnections: Int { registry.withLock { $0.count } }
     var failed: FastCGIError? { failure.withLock { $0 } }
 
     /// Begins the graceful stop (any thread, any number of times).
     func requestStop() {
         stopRequested.store(true, ordering: .releasing)
-        poke()
+        timer.poke()
     }
 
-    private func poke() {
-        var one: UInt64 = 1
-        _ = Glibc.write(wake.raw, &one, 8)
-    }
-
-    // MARK: The dispatcher thread
-
-    /// Runs the dispatcher until the graceful stop has closed every connection; then stops the lanes.
-    func run() {
-        let loop = DispatcherLoop(self)
-        loop.run()
-        for queue in queues { queue.stop() }
-    }
-
-    fileprivate func wait(_ events: inout [epoll_event], timeout: Int32) -> Int32 {
-        epoll_wait(epoll.raw, &events, Int32(events.count), timeout)
-    }
-
-    fileprivate func takeReturned() -> [Connection] {
-        var count: UInt64 = 0
-        _ = Glibc.read(wake.raw, &count, 8)
-        return returned.withLock { list in
-            defer { list.removeAll(keepingCapacity: true) }
-            return list
-        }
-    }
-
-    fileprivate var stopWanted: Bool { stopRequested.load(ordering: .acquiring) }
-
-    fileprivate func fail(_ error: FastCGIError) {
+    private func fail(_ error: FastCGIError) {
         failure.withLock { if $0 == nil { $0 = error } }
         requestStop()
     }
 
-    fileprivate func setListening(_ on: Bool) -> Bool {
-        Self.control(epoll.raw, on ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, listener.fd, tag: Self.listenerTag, oneShot: false)
+    // MARK: A worker
+
+    private enum Work {
+        case drive(Connection)
+        case run(Job)
     }
 
-    fileprivate func stopListening() { listener.close() }
-
-    /// Accepts one connection: .some(nil) when none is waiting (or this one was lost), nil when accepting must pause.
-    fileprivate func accept(now: UInt64) -> Connection?? {
-        let fd = cfastcgi_accept_nonblocking(listener.fd)
-        guard fd >= 0 else {
-            switch errno {
-            case EAGAIN, EWOULDBLOCK:
-                return .some(nil)
-            case EMFILE, ENFILE, ENOBUFS, ENOMEM:
-                return nil  // out of descriptors or memory: the connection stays queued; retry after a pause
-            case EBADF, EINVAL, ENOTSOCK, EOPNOTSUPP, EFAULT:
-                fail(FastCGIError(.acceptFailed, errnoText("accept")))
-                return nil
-            default:
-                // ECONNABORTED, EPROTO, what a TCP connection can die of before it is accepted, EPERM from a
-                // security module, EINTR: that connection is lost (or never was), the listener is fine.
-                return .some(nil)
+    /// A worker thread's life: take the next event, serve what it leads to, until the server is done.
+    func work(handler: any Handler) {
+        var events = [epoll_event](repeating: epoll_event(), count: 1)
+        var scratch = [UInt8](repeating: 0, count: 64 * 1024)
+        while true {
+            let count = epoll_wait(epoll.raw, &events, 1, -1)
+            if count < 0 {
+                if errno == EINTR { continue }
+                fail(FastCGIError(.acceptFailed, errnoText("epoll_wait")))
+                return
+            }
+            guard count == 1 else { continue }
+            switch events[0].data.u64 {
+            case Self.exitTag:
+                return
+            case Self.listenerTag:
+                if let connection = acceptOne() { serve(.drive(connection), handler: handler, scratch: &scratch) }
+            case Self.handBackTag:
+                var value: UInt64 = 0
+                _ = Glibc.read(handBack.raw, &value, 8)
+                let connections = returned.withLock { list in
+                    defer { list.removeAll() }
+                    return list
+                }
+                _ = Self.control(epoll.raw, EPOLL_CTL_MOD, handBack.raw, tag: Self.handBackTag, oneShot: true)
+                for connection in connections { serve(.drive(connection), handler: handler, scratch: &scratch) }
+            case let tag:
+                guard let pointer = UnsafeRawPointer(bitPattern: UInt(tag)) else { continue }
+                serve(.drive(Unmanaged<Connection>.fromOpaque(pointer).takeUnretainedValue()), handler: handler, scratch: &scratch)
             }
         }
-        let connection = Connection(Descriptor(fd), limits: limits, now: now)
-        registry.withLock { $0[ObjectIdentifier(connection)] = connection }
-        open.add(1)
-        accepted.add(1, ordering: .relaxed)
-        return .some(connection)
     }
 
-    fileprivate func snapshot() -> [Connection] { registry.withLock { Array($0.values) } }
+    /// Everything one event leads to on this worker: reading the connection, running its request, the next
+    /// request waiting in that lane, and what follows on each connection.
+    private func serve(_ first: Work, handler: any Handler, scratch: inout [UInt8]) {
+        var work = [first]
+        while let item = work.popLast() {
+            switch item {
+            case .drive(let connection):
+                if let job = drive(connection, scratch: &scratch) { work.append(.run(job)) }
+            case .run(let job):
+                let gate = gates[job.lane]
+                let carriesOn: Bool
+                if monotonicNanoseconds() &- job.queued > gate.lane.maxWait.nanoseconds {
+                    carriesOn = answerOverloaded(job.connection, job.request, lane: job.lane, waiting: true)
+                } else {
+                    carriesOn = answer(job.connection, handler.handle(job.request), waiting: true)
+                }
+                if carriesOn { work.append(.drive(job.connection)) }
+                // The lane's next waiting request takes this one's place (first, as it has waited).
+                if let next = gate.finished() { work.append(.run(next)) }
+            }
+        }
+    }
 
-    // MARK: Steps on a connection (the dispatcher thread, or the worker holding it)
+    /// Parses and reads until the connection's next request is complete (returned when its lane lets it run
+    /// now), or the connection has left this worker: parked, queued to its lane, or closed.
+    private func drive(_ connection: Connection, scratch: inout [UInt8]) -> Job? {
+        connection.state.withLock { $0 = .held }
+        if connection.onTheClock {
+            connection.onTheClock = false
+            _ = onTheClock.withLock { $0.removeValue(forKey: ObjectIdentifier(connection)) }
+        }
+        while true {
+            switch advance(connection) {
+            case .run(let job): return job
+            case .gone: return nil
+            case .needMore: break
+            }
+            switch connection.read(into: &scratch) {
+            case .bytes:
+                let now = monotonicNanoseconds()
+                if connection.busySince == 0 { connection.busySince = now }
+                connection.lastProgress = now
+            case .closed:
+                close(connection)
+                return nil
+            case .wouldBlock:
+                park(connection)
+                return nil
+            }
+        }
+    }
 
-    enum Next {
-        /// A request for the caller's own lane: handle it now.
-        case handle(Request)
-        /// The connection left the caller: queued to a lane, answered and closed, or closed.
+    private enum Next {
+        case run(Job)
         case gone
-        /// No complete request in the buffer yet.
         case needMore
     }
 
-    /// Parses what the connection has buffered. A request goes to its lane's queue unless it belongs to
-    /// `lane` (the caller's, nil for the dispatcher), management records are answered, violations close it.
-    func advance(_ connection: Connection, lane: Int?) -> Next {
+    /// What the buffered bytes lead to: a request to run, management answers, a refusal, or nothing yet.
+    private func advance(_ connection: Connection) -> Next {
         while let event = connection.parser.next() {
             switch event {
             case .request(let request):
-                // The next request's clock starts with its own first byte (set before another thread may hold it).
+                // The next request's clock starts with its own first byte.
                 connection.busySince = 0
-                let target = laneIndex(for: request)
-                if target == lane { return .handle(request) }
-                if queues[target].put(Job(connection: connection, request: request, queued: monotonicNanoseconds())) {
+                let lane = laneIndex(for: request)
+                let job = Job(connection: connection, request: request, lane: lane, queued: monotonicNanoseconds())
+                switch gates[lane].admit(job) {
+                case .run:
+                    return .run(job)
+                case .queued:
+                    timer.poke()  // its wait is on the clock
                     return .gone
+                case .full:
+                    // The lane's queue is full: the server answers for it, never drops the request.
+                    guard answerOverloaded(connection, request, lane: lane, waiting: true) else { return .gone }
                 }
-                // The lane's queue is full: the server answers for it, never drops the request.
-                guard answerOverloaded(connection, request, lane: target, waiting: lane != nil) else { return .gone }
             case .reply(let bytes, let thenClose):
-                let deadline = lane == nil ? nil : monotonicNanoseconds() + limits.writeTimeout.nanoseconds
-                guard connection.write(bytes, until: deadline) else {
+                guard connection.write(bytes, until: monotonicNanoseconds() + limits.writeTimeout.nanoseconds) else {
                     writeFailed(connection)
                     return .gone
                 }
@@ -206,18 +254,99 @@ final class Dispatcher: Sendable {
                 return .gone
             }
         }
+        if connection.parser.haltWhenIdle && !connection.parser.isDiscarding {
+            close(connection)  // the body after a closing answer has been skipped
+            return .gone
+        }
         return .needMore
     }
 
-    func laneIndex(for request: Request) -> Int {
+    private func laneIndex(for request: Request) -> Int {
         let index = classify(request)
-        return queues.indices.contains(index) ? index : 0
+        return gates.indices.contains(index) ? index : 0
     }
+
+    /// Puts a connection back into the set until its next event: between requests it is idle; with a request
+    /// (or, on a new connection, the first request) not complete yet, it is on the clock.
+    private func park(_ connection: Connection) {
+        let now = monotonicNanoseconds()
+        // A connection that has not begun a request yet is on the clock from its accept (nginx writes right
+        // after connecting); between requests on a kept one there is no deadline (nginx bounds idle ones).
+        let idle = connection.parser.isQuiet && connection.parser.requestID != 0
+        if idle {
+            connection.busySince = 0
+        } else {
+            // Bytes already buffered (a pipelined request's start, a body being skipped) start the clock now.
+            if connection.busySince == 0 { connection.busySince = now }
+            connection.onTheClock = true
+            onTheClock.withLock { $0[ObjectIdentifier(connection)] = connection }
+        }
+        // Armed with the lock held: the timer must not act on it before it is in the set, and the worker that
+        // gets its next event waits here until it is marked parked.
+        let parked = connection.state.withLock { state in
+            guard arm(connection) else { return false }
+            state = idle ? .idle(since: now) : .waiting
+            return true
+        }
+        if !idle { timer.poke() }
+        if !parked {
+            if connection.onTheClock {
+                connection.onTheClock = false
+                _ = onTheClock.withLock { $0.removeValue(forKey: ObjectIdentifier(connection)) }
+            }
+            close(connection)
+        }
+    }
+
+    private func arm(_ connection: Connection) -> Bool {
+        let tag = UInt64(UInt(bitPattern: Unmanaged.passUnretained(connection).toOpaque()))
+        let done = Self.control(epoll.raw, connection.registered ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, connection.fd, tag: tag, oneShot: true)
+        if done { connection.registered = true }
+        return done
+    }
+
+    /// Accepts one connection (the listener's event is one-shot: re-armed here, so one worker accepts at a time).
+    private func acceptOne() -> Connection? {
+        listening.withLock { listening -> Connection? in
+            guard listening.on, listening.pausedAt == nil else { return nil }
+            guard open.current < limits.maxConnections else {
+                listening.pausedAt = monotonicNanoseconds()
+                timer.poke()
+                return nil
+            }
+            let fd = cfastcgi_accept_nonblocking(listener.fd)
+            guard fd >= 0 else {
+                switch errno {
+                case EMFILE, ENFILE, ENOBUFS, ENOMEM:
+                    // Out of descriptors or memory: the connection stays queued; the timer resumes in 10 ms.
+                    listening.pausedAt = monotonicNanoseconds()
+                    timer.poke()
+                case EBADF, EINVAL, ENOTSOCK, EOPNOTSUPP, EFAULT:
+                    listening.on = false
+                    fail(FastCGIError(.acceptFailed, errnoText("accept")))
+                default:
+                    // EAGAIN (another process sharing the socket took it), ECONNABORTED, EPROTO, what a TCP
+                    // connection can die of before it is accepted, EPERM from a security module: that
+                    // connection is lost, the listener is fine.
+                    _ = Self.control(epoll.raw, EPOLL_CTL_MOD, listener.fd, tag: Self.listenerTag, oneShot: true)
+                }
+                return nil
+            }
+            _ = Self.control(epoll.raw, EPOLL_CTL_MOD, listener.fd, tag: Self.listenerTag, oneShot: true)
+            let connection = Connection(Descriptor(fd), limits: limits, now: monotonicNanoseconds())
+            registry.withLock { $0[ObjectIdentifier(connection)] = connection }
+            open.add(1)
+            accepted.add(1, ordering: .relaxed)
+            return connection
+        }
+    }
+
+    // MARK: Answers
 
     /// Sends the answer to the connection's current request. True when the connection carries on (its next
     /// records may be parsed); false when it was closed: the web server did not ask to keep it, the server is
-    /// stopping, or writing failed. `waiting`: a worker may wait for the peer to read (the dispatcher may not).
-    func answer(_ connection: Connection, _ response: Response, waiting: Bool) -> Bool {
+    /// stopping, or writing failed. `waiting`: the caller may wait for the peer to read (the timer may not).
+    private func answer(_ connection: Connection, _ response: Response, waiting: Bool) -> Bool {
         var body = response.body
         let head: [UInt8]
         if let encoded = response.encodedHead() {
@@ -238,16 +367,22 @@ final class Dispatcher: Sendable {
         }
         answered.add(1, ordering: .relaxed)
         if closeAfter {
-            close(connection)
-            return false
+            guard connection.parser.bodyLeftUnread else {
+                close(connection)
+                return false
+            }
+            // Closing with the body unread would reset the connection under the peer, which may still be
+            // writing it (and lose the answer): end our side, skip the rest of the body, then close.
+            _ = shutdown(connection.fd, Int32(SHUT_WR))
+            connection.parser.haltWhenIdle = true
         }
         connection.parser.requestAnswered()
         return true
     }
 
-    func answerOverloaded(_ connection: Connection, _ request: Request, lane: Int, waiting: Bool) -> Bool {
+    private func answerOverloaded(_ connection: Connection, _ request: Request, lane: Int, waiting: Bool) -> Bool {
         overloads.add(1, ordering: .relaxed)
-        report(FastCGIError(.overloaded, "lane \(queues[lane].lane.name)"))
+        report(FastCGIError(.overloaded, "lane \(gates[lane].lane.name)"))
         return answer(connection, overloaded(request), waiting: waiting)
     }
 
@@ -258,49 +393,12 @@ final class Dispatcher: Sendable {
     }
 
     /// Closes a connection the caller holds, and forgets it.
-    func close(_ connection: Connection) {
+    private func close(_ connection: Connection) {
         connection.state.withLock { $0 = .closed }
         connection.close()
         let removed = registry.withLock { $0.removeValue(forKey: ObjectIdentifier(connection)) != nil }
         if removed { open.add(-1) }
     }
-
-    /// A worker gives back a connection with no complete request buffered: parked until its next request when
-    /// it is quiet, else handed to the dispatcher, which reads the rest within the request's deadlines.
-    func release(_ connection: Connection) {
-        guard connection.parser.isQuiet else {
-            returned.withLock { $0.append(connection) }
-            poke()
-            return
-        }
-        let parked = connection.state.withLock { state in
-            // Armed with the lock held: the drain scan must not close it while it is being armed.
-            guard arm(connection) else { return false }
-            state = .idle(since: monotonicNanoseconds())
-            return true
-        }
-        if !parked { close(connection) }
-    }
-
-    /// Puts a connection (back) into the set for one event.
-    fileprivate func arm(_ connection: Connection) -> Bool {
-        let tag = UInt64(UInt(bitPattern: Unmanaged.passUnretained(connection).toOpaque()))
-        let added = Self.control(epoll.raw, connection.registered ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, connection.fd, tag: tag, oneShot: true)
-        if added { connection.registered = true }
-        return added
-    }
-
-    fileprivate func disarm(_ connection: Connection) {
-        if connection.registered { _ = epoll_ctl(epoll.raw, EPOLL_CTL_DEL, connection.fd, nil) }
-    }
-
-    fileprivate static func connection(fromTag tag: UInt64) -> Connection? {
-        guard tag > wakeTag, let pointer = UnsafeRawPointer(bitPattern: UInt(tag)) else { return nil }
-        return Unmanaged<Connection>.fromOpaque(pointer).takeUnretainedValue()
-    }
-
-    fileprivate func countTimeout() { timeouts.add(1, ordering: .relaxed) }
-    fileprivate func reportTimeout(_ detail: String) { report(FastCGIError(.requestTimedOut, detail)) }
 
     private static func control(_ epoll: Int32, _ operation: Int32, _ fd: Int32, tag: UInt64, oneShot: Bool) -> Bool {
         var event = epoll_event()
@@ -309,260 +407,156 @@ final class Dispatcher: Sendable {
         return epoll_ctl(epoll, operation, fd, &event) == 0
     }
 
-    // MARK: A worker
+    // MARK: The timer
 
-    /// Serves a job on a worker of lane `lane`, then whatever follows on the same connection for this lane.
-    func serve(_ job: Job, lane: Int, handler: any Handler) {
-        let connection = job.connection
-        var expired = monotonicNanoseconds() &- job.queued > queues[lane].lane.maxWait.nanoseconds
-        var request = job.request
+    /// Keeps the clocks until the graceful stop has closed every connection, then lets the workers go.
+    func run() {
+        var drainStart: UInt64?
         while true {
-            if expired {
-                expired = false
-                guard answerOverloaded(connection, request, lane: lane, waiting: true) else { return }
-            } else {
-                guard answer(connection, handler.handle(request), waiting: true) else { return }
+            if stopRequested.load(ordering: .acquiring) && drainStart == nil {
+                let now = monotonicNanoseconds()
+                drainStart = now
+                beginDrain(now: now)
             }
-            switch advance(connection, lane: lane) {
-            case .handle(let next): request = next
-            case .gone: return
-            case .needMore:
-                release(connection)
-                return
+            if drainStart != nil && open.current == 0 { break }
+            let timed = drainStart != nil || gates.contains { $0.count > 0 } || onTheClock.withLock { !$0.isEmpty }
+                || listening.withLock { $0.pausedAt != nil }
+            timer.wait(milliseconds: timed ? 20 : nil)
+            tick(now: monotonicNanoseconds(), drainStart: drainStart)
+        }
+        var one: UInt64 = 1
+        _ = Glibc.write(exit.raw, &one, 8)
+    }
+
+    private func tick(now: UInt64, drainStart: UInt64?) {
+        // Requests that are taking too long, or have gone silent half-way: shut down, so the next event (end of
+        // file) has the worker that receives it close the connection.
+        let total = limits.requestTimeout.nanoseconds
+        let stall = min(limits.stallTimeout, limits.requestTimeout).nanoseconds
+        for connection in onTheClock.withLock({ Array($0.values) }) {
+            connection.state.withLock { state in
+                guard state == .waiting, !connection.shutDown else { return }
+                let overall = now &- connection.busySince >= total
+                guard overall || now &- connection.lastProgress >= stall else { return }
+                timeouts.add(1, ordering: .relaxed)
+                report(FastCGIError(.requestTimedOut, overall ? "request not complete within \(limits.requestTimeout)"
+                                        : "no byte for \(min(limits.stallTimeout, limits.requestTimeout)) mid-request"))
+                connection.shutDown = true
+                _ = shutdown(connection.fd, Int32(SHUT_RDWR))
+            }
+        }
+        // Requests that have waited in their lane's queue too long get the overload answer from here: the
+        // lane's running requests may all be held (by a database lock, say), and none is left unanswered.
+        for gate in gates where gate.count > 0 {
+            for job in gate.expire(queuedBefore: now &- min(now, gate.lane.maxWait.nanoseconds)) {
+                guard answerOverloaded(job.connection, job.request, lane: gate.index, waiting: false) else { continue }
+                returned.withLock { $0.append(job.connection) }
+                var one: UInt64 = 1
+                _ = Glibc.write(handBack.raw, &one, 8)
+            }
+        }
+        listening.withLock { listening in
+            guard let pausedAt = listening.pausedAt, listening.on, now &- pausedAt >= 10_000_000,
+                  open.current < limits.maxConnections else { return }
+            if Self.control(epoll.raw, EPOLL_CTL_MOD, listener.fd, tag: Self.listenerTag, oneShot: true) { listening.pausedAt = nil }
+        }
+        if let drainStart { drain(now: now, since: drainStart) }
+    }
+
+    private func beginDrain(now: UInt64) {
+        draining.store(true, ordering: .releasing)
+        listening.withLock { listening in
+            listening.on = false
+            _ = epoll_ctl(epoll.raw, EPOLL_CTL_DEL, listener.fd, nil)
+            // An inherited socket stays open for the next process (connections queued on it wait there); one we
+            // opened is closed and its file removed, so new connections are refused at once.
+            listener.close()
+        }
+        drain(now: now, since: now)
+    }
+
+    /// Lets go of idle kept connections without racing nginx: each gets the farewell record, which makes nginx
+    /// close it from its side (a close nginx initiates cannot meet a request it is sending); one still open
+    /// `drainIdle` after its farewell (a peer that is not nginx) is shut down. At `drainTimeout` everything
+    /// parked is shut down; requests being answered still are.
+    private func drain(now: UInt64, since start: UInt64) {
+        let force = now &- start >= limits.drainTimeout.nanoseconds
+        let patience = limits.drainIdle.nanoseconds
+        for connection in registry.withLock({ Array($0.values) }) {
+            connection.state.withLock { state in
+                guard !connection.shutDown else { return }
+                switch state {
+                case .idle:
+                    if !force {
+                        if connection.farewellSent == 0 {
+                            connection.farewellSent = max(now, 1)
+                            let farewell = Records.farewell(requestID: max(connection.parser.requestID, 1))
+                            if connection.write(farewell, until: nil) { return }
+                        } else {
+                            guard now &- connection.farewellSent >= patience else { return }
+                            var waiting: UInt8 = 0
+                            // Bytes already waiting are a request the peer sent: it is read and answered.
+                            if recv(connection.fd, &waiting, 1, Int32(MSG_PEEK) | Int32(MSG_DONTWAIT)) == 1 { return }
+                        }
+                    }
+                case .waiting:
+                    guard force else { return }
+                case .held, .closed:
+                    return
+                }
+                connection.shutDown = true
+                _ = shutdown(connection.fd, Int32(SHUT_RDWR))
             }
         }
     }
 }
 
-/// The dispatcher thread's own state: the connections whose request is still arriving, the drain's clock.
-private final class DispatcherLoop {
-    let dispatcher: Dispatcher
-    let limits: Limits
-    var scratch = [UInt8](repeating: 0, count: 64 * 1024)
-    /// Parked with a request (or a record) begun: each has a deadline.
-    var arriving: [ObjectIdentifier: Connection] = [:]
-    var listening = true
-    /// When accepting paused (out of descriptors, or at maxConnections); resumed on a later tick.
-    var pausedAt: UInt64?
-    var drainStart: UInt64?
-    let tick: Int32 = 20  // milliseconds between deadline checks while anything is timed
+/// The timer thread's sleep: until `poke()` or the timeout.
+private final class Wakeup: @unchecked Sendable {
+    // SAFETY: `poked` is only touched with `mutex` held; the pthread objects are allocated once, never moved,
+    // and freed in deinit when no thread can be waiting on them.
+    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    private let condition: UnsafeMutablePointer<pthread_cond_t>
+    private var poked = false
 
-    init(_ dispatcher: Dispatcher) {
-        self.dispatcher = dispatcher
-        self.limits = dispatcher.limits
+    init() {
+        mutex = .allocate(capacity: 1)
+        condition = .allocate(capacity: 1)
+        pthread_mutex_init(mutex, nil)
+        var attributes = pthread_condattr_t()
+        pthread_condattr_init(&attributes)
+        pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC)
+        pthread_cond_init(condition, &attributes)
+        pthread_condattr_destroy(&attributes)
     }
 
-    func run() {
-        var events = [epoll_event](repeating: epoll_event(), count: 64)
-        var lastTick = monotonicNanoseconds()
-        while true {
-            if dispatcher.stopWanted && drainStart == nil { beginDrain() }
-            if drainStart != nil && dispatcher.openConnections == 0 { return }
-            let timed = !arriving.isEmpty || drainStart != nil || pausedAt != nil || dispatcher.queues.contains { $0.count > 0 }
-            let count = dispatcher.wait(&events, timeout: timed ? tick : -1)
-            if count < 0 {
-                if errno == EINTR { continue }
-                dispatcher.fail(FastCGIError(.acceptFailed, errnoText("epoll_wait")))
-                beginDrain()
-                closeAll()
-                return
-            }
-            for index in 0..<Int(count) {
-                let tag = events[index].data.u64
-                if tag == 0 {
-                    acceptConnections()
-                } else if tag == 1 {
-                    for connection in dispatcher.takeReturned() {
-                        if connection.busySince == 0 { connection.busySince = monotonicNanoseconds() }
-                        drive(connection)
-                    }
-                } else if let connection = Dispatcher.connection(fromTag: tag) {
-                    drive(connection)
-                }
-            }
-            let now = monotonicNanoseconds()
-            if timed && now &- lastTick >= UInt64(tick) * 1_000_000 {
-                lastTick = now
-                timers(now: now)
-            }
-        }
+    deinit {
+        pthread_cond_destroy(condition)
+        pthread_mutex_destroy(mutex)
+        condition.deallocate()
+        mutex.deallocate()
     }
 
-    private func acceptConnections() {
-        guard listening else { return }
-        for _ in 0..<64 {
-            if dispatcher.openConnections >= limits.maxConnections {
-                pause()
-                return
-            }
-            let now = monotonicNanoseconds()
-            switch dispatcher.accept(now: now) {
-            case .none:
-                pause()
-                return
-            case .some(.none):
-                return
-            case .some(.some(let connection)):
-                // nginx writes its request right after connecting: it is usually there already.
-                drive(connection)
-            }
-        }
+    func poke() {
+        pthread_mutex_lock(mutex)
+        poked = true
+        pthread_cond_signal(condition)
+        pthread_mutex_unlock(mutex)
     }
 
-    private func pause() {
-        if listening, dispatcher.setListening(false) { listening = false }
-        pausedAt = monotonicNanoseconds()
-    }
-
-    /// Reads and parses until the connection's request is complete (handed to its lane) or the socket is empty.
-    func drive(_ connection: Connection) {
-        connection.state.withLock { $0 = .held }
-        arriving[ObjectIdentifier(connection)] = nil
-        while true {
-            switch dispatcher.advance(connection, lane: nil) {
-            case .gone:
-                return
-            case .handle:
-                return  // not reached: the dispatcher has no lane of its own
-            case .needMore:
-                break
-            }
-            switch connection.read(into: &scratch) {
-            case .bytes:
-                let now = monotonicNanoseconds()
-                if connection.busySince == 0 { connection.busySince = now }
-                connection.lastProgress = now
-            case .closed:
-                dispatcher.close(connection)
-                return
-            case .wouldBlock:
-                park(connection)
-                return
+    /// Waits for a poke, at most `milliseconds` (nil: no limit).
+    func wait(milliseconds: Int?) {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        if !poked {
+            if let milliseconds {
+                let deadline = monotonicNanoseconds() &+ UInt64(milliseconds) * 1_000_000
+                var until = timespec(tv_sec: Int(deadline / 1_000_000_000), tv_nsec: Int(deadline % 1_000_000_000))
+                _ = pthread_cond_timedwait(condition, mutex, &until)
+            } else {
+                pthread_cond_wait(condition, mutex)
             }
         }
-    }
-
-    private func park(_ connection: Connection) {
-        let now = monotonicNanoseconds()
-        // A connection that has not begun a request yet is on the clock from its accept (nginx writes right
-        // after connecting); between requests on a kept one there is no deadline (nginx bounds idle ones).
-        guard connection.parser.isQuiet && connection.parser.requestID != 0 else {
-            arriving[ObjectIdentifier(connection)] = connection
-            if !dispatcher.arm(connection) {
-                arriving[ObjectIdentifier(connection)] = nil
-                dispatcher.close(connection)
-            }
-            return
-        }
-        connection.busySince = 0
-        let armed = connection.state.withLock { state in
-            guard dispatcher.arm(connection) else { return false }
-            state = .idle(since: now)
-            return true
-        }
-        if !armed { dispatcher.close(connection) }
-    }
-
-    private func timers(now: UInt64) {
-        // Requests that are taking too long, or have gone silent half-way.
-        let total = limits.requestTimeout.nanoseconds
-        let stall = min(limits.stallTimeout, limits.requestTimeout).nanoseconds
-        for (key, connection) in arriving {
-            let overall = now &- connection.busySince >= total
-            guard overall || now &- connection.lastProgress >= stall else { continue }
-            arriving[key] = nil
-            dispatcher.countTimeout()
-            dispatcher.reportTimeout(overall ? "request not complete within \(limits.requestTimeout)"
-                                             : "no byte for \(min(limits.stallTimeout, limits.requestTimeout)) mid-request")
-            dispatcher.disarm(connection)
-            dispatcher.close(connection)
-        }
-        // Requests that have waited in a lane's queue too long get the overload answer from here: the lane's
-        // workers may all be held (by a database lock, say), and a request is never left unanswered.
-        for queue in dispatcher.queues where queue.count > 0 {
-            let cutoff = now &- min(now, queue.lane.maxWait.nanoseconds)
-            for job in queue.expire(queuedBefore: cutoff) {
-                job.connection.state.withLock { $0 = .held }
-                if dispatcher.answerOverloaded(job.connection, job.request, lane: queue.index, waiting: false) {
-                    drive(job.connection)
-                }
-            }
-        }
-        if let pausedAt, now &- pausedAt >= 10_000_000, drainStart == nil,
-           dispatcher.openConnections < limits.maxConnections {
-            if dispatcher.setListening(true) {
-                listening = true
-                self.pausedAt = nil
-            }
-        }
-        if let drainStart { drain(now: now, since: drainStart) }
-    }
-
-    private func beginDrain() {
-        drainStart = monotonicNanoseconds()
-        dispatcher.draining.store(true, ordering: .releasing)
-        if listening {
-            _ = dispatcher.setListening(false)
-            listening = false
-        }
-        pausedAt = nil
-        // An inherited socket stays open for the next process (connections queued on it wait there); one we
-        // opened is closed and its file removed, so new connections are refused at once.
-        dispatcher.stopListening()
-        drain(now: drainStart!, since: drainStart!)
-    }
-
-    /// Lets go of idle kept connections without racing nginx: each gets the farewell record, which makes nginx
-    /// close it from its side (a close nginx initiates cannot meet a request it is sending); one still open
-    /// `drainIdle` after its farewell (a peer that is not nginx) is closed here. At `drainTimeout` everything
-    /// not being answered is closed.
-    private func drain(now: UInt64, since start: UInt64) {
-        let force = now &- start >= limits.drainTimeout.nanoseconds
-        let patience = limits.drainIdle.nanoseconds
-        for connection in dispatcher.snapshot() {
-            let close = connection.state.withLock { state -> Bool in
-                guard case .idle = state else { return false }
-                if !force {
-                    if connection.farewellSent == 0 {
-                        connection.farewellSent = max(now, 1)
-                        let farewell = Records.farewell(requestID: max(connection.parser.requestID, 1))
-                        guard !connection.write(farewell, until: nil) else { return false }
-                    } else {
-                        guard now &- connection.farewellSent >= patience else { return false }
-                        var waiting: UInt8 = 0
-                        // Bytes already waiting are a request the peer sent: it is read and answered, not dropped.
-                        if recv(connection.fd, &waiting, 1, Int32(MSG_PEEK) | Int32(MSG_DONTWAIT)) == 1 { return false }
-                    }
-                }
-                dispatcher.disarm(connection)
-                state = .closed
-                return true
-            }
-            if close { dispatcher.close(connection) }
-        }
-        if force { closeArriving() }
-    }
-
-    private func closeArriving() {
-        for connection in arriving.values {
-            dispatcher.disarm(connection)
-            dispatcher.close(connection)
-        }
-        arriving.removeAll()
-    }
-
-    private func closeAll() {
-        closeArriving()
-        for connection in dispatcher.snapshot() {
-            let idle = connection.state.withLock { state -> Bool in
-                guard case .idle = state else { return false }
-                state = .closed
-                return true
-            }
-            if idle {
-                dispatcher.disarm(connection)
-                dispatcher.close(connection)
-            }
-        }
+        poked = false
     }
 }

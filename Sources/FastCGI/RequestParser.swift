@@ -109,8 +109,14 @@ package struct RequestParser {
     /// Bytes received and not yet parsed.
     package var bufferedBytes: Int { buffer.count - start }
 
-    /// The stream is not known to be complete: a body is being skipped after its answer.
+    /// A body is being skipped after its answer.
     package var isDiscarding: Bool { phase == .discarding }
+
+    /// The delivered request's body was not read to its end (it is skipped once the request is answered).
+    package var bodyLeftUnread: Bool { phase == .answering && discardRest }
+
+    /// Parse nothing past the end of the current request (or the body being skipped): the connection closes.
+    package var haltWhenIdle = false
 
     /// No request has begun and no partial record is waiting: the connection is idle between requests.
     package var isQuiet: Bool { phase == .idle && start == buffer.count }
@@ -128,7 +134,7 @@ package struct RequestParser {
     /// The next event in the bytes received so far, or nil when more bytes are needed (or a delivered request
     /// has not been answered yet).
     package mutating func next() -> ParserEvent? {
-        while phase != .answering {
+        while phase != .answering && !(haltWhenIdle && phase == .idle) {
             let available = buffer.count - start
             guard available >= Wire.headerLength else { return nil }
             let header = (buffer[start], buffer[start + 1], UInt16(buffer[start + 2]) << 8 | UInt16(buffer[start + 3]),

@@ -1,4 +1,4 @@
-// The FastCGI responder: a dispatcher thread that reads every request, and lanes of worker threads that answer them.
+// The FastCGI responder: worker threads that read and answer requests, within the capacity of each request's lane.
 import Glibc
 import Synchronization
 
@@ -20,8 +20,10 @@ public final class Server: Sendable {
     /// What the socket is bound to, for logs: the unix path, `host:port` (the real port when 0 was
     /// asked for), or `fd N` when inherited.
     public var address: String { listener.address }
-    /// Total workers over all lanes.
-    public var workers: Int { lanes.reduce(0) { $0 + $1.workers } }
+    /// Worker threads: the lanes' `workers` together, plus one. At most that sum of requests run at once, so
+    /// one thread is always free to read: a request that cannot run yet is still read, queued and, if it waits
+    /// too long, answered with the overload response.
+    public var workers: Int { lanes.reduce(1) { $0 + $1.workers } }
 
     let listener: Listener
     private let stopping = Atomic<Bool>(false)
@@ -34,7 +36,8 @@ public final class Server: Sendable {
 
     private enum Phase { case ready, running, finished }
 
-    /// Opens (or adopts) the listening socket. Each lane gets `workers` threads of its own. `socketMode` is
+    /// Opens (or adopts) the listening socket. The server runs `workers` threads (the lanes' together, plus one).
+    /// `socketMode` is
     /// the permission of a unix socket file: the default 0o660 lets the owner and the group connect, so run
     /// the service with nginx's group (www-data) or pass 0o666 and protect the socket's directory instead.
     public init(listen: Listen, lanes: [Lane], limits: Limits, socketMode: UInt32 = 0o660,
@@ -91,19 +94,21 @@ public final class Server: Sendable {
     /// Serves until `stop()` has drained the server.
     ///
     /// - `classify` picks the lane (an index into `lanes`; out of range means lane 0) of each request once its
-    ///   parameters and body have arrived; it runs on the dispatcher thread or a worker, so keep it cheap.
+    ///   parameters and body have arrived; it runs on a worker, so keep it cheap.
     /// - `overloaded` is the answer the server sends itself when a lane's queue is full, or a request waited in
     ///   it longer than the lane's `maxWait` (e.g. a 503 with Retry-After).
     /// - `report` hears every connection closed for a protocol violation or timeout, every overload, every
     ///   response replaced by a 500 (codes of `FastCGIError`; details never carry request data).
-    /// - `makeHandler(lane, worker)` runs once on each worker thread (worker counts from 0 over all lanes).
+    /// - `makeHandler(worker)` runs once on each worker thread (`workers`: all lanes' together, plus one); a
+    ///   worker serves requests of any lane, within each lane's limit.
     ///
-    /// Throws when a thread could not start or the listening socket failed for good. A server runs once; the
-    /// listening socket it opened is closed (and its unix socket file removed) when the stop begins.
+    /// The calling thread keeps the deadlines and the stop. Throws when a thread could not start or the
+    /// listening socket failed for good. A server runs once; the listening socket it opened is closed (and its
+    /// unix socket file removed) when the stop begins.
     public func run(classify: @escaping @Sendable (Request) -> Int,
                     overloaded: @escaping @Sendable (Request) -> Response,
                     report: @escaping @Sendable (FastCGIError) -> Void = { _ in },
-                    makeHandler: @escaping @Sendable (_ lane: Int, _ worker: Int) -> any Handler) throws(FastCGIError) {
+                    makeHandler: @escaping @Sendable (_ worker: Int) -> any Handler) throws(FastCGIError) {
         let started = phase.withLock { phase in
             guard phase == .ready else { return false }
             phase = .running
@@ -121,38 +126,24 @@ public final class Server: Sendable {
 
         var threads: [pthread_t] = []
         var startError: FastCGIError?
-        var worker = 0
-        starting: for (index, queue) in dispatcher.queues.enumerated() {
-            for _ in 0..<queue.lane.workers {
-                let number = worker
-                guard let thread = startThread({
-                    let handler = makeHandler(index, number)
-                    while let job = queue.take() { dispatcher.serve(job, lane: index, handler: handler) }
-                }) else {
-                    startError = FastCGIError(.startFailed, errnoText("pthread_create"))
-                    break starting
-                }
-                threads.append(thread)
-                worker += 1
+        for worker in 0..<workers {
+            guard let thread = startThread({ dispatcher.work(handler: makeHandler(worker)) }) else {
+                startError = FastCGIError(.startFailed, errnoText("pthread_create"))
+                dispatcher.requestStop()
+                break
             }
+            threads.append(thread)
         }
-        if let startError {
-            dispatcher.requestStop()
-            dispatcher.run()
-            for thread in threads { pthread_join(thread, nil) }
-            throw startError
-        }
-        // The dispatcher runs on the calling thread: one thread fewer, and `run` returns when it is done.
         dispatcher.run()
         for thread in threads { pthread_join(thread, nil) }
-        if let error = dispatcher.failed { throw error }
+        if let error = startError ?? dispatcher.failed { throw error }
     }
 
     /// Serves every request in the first lane, with a plain 503 as the overload answer.
     public func run(makeHandler: @escaping @Sendable (Int) -> any Handler) throws(FastCGIError) {
         try run(classify: { _ in 0 },
                 overloaded: { _ in Response(status: 503, contentType: "text/plain", body: "overloaded\n", headers: [("Retry-After", "1")]) },
-                makeHandler: { _, worker in makeHandler(worker) })
+                makeHandler: makeHandler)
     }
 
     /// Graceful stop, safe from any thread and more than once (also before `run`): no new connection is

@@ -47,7 +47,7 @@ public enum Serve {
         do {
             try server.run(classify: lane(of:), overloaded: { _ in overloadedResponse },
                            report: { event in reportFastCGI(event, log: log) },
-                           makeHandler: { _, worker in service.makeHandler(worker: worker) })
+                           makeHandler: { worker in service.makeHandler(worker: worker) })
         } catch {
             throw SignInError(.serverFailed, "the FastCGI server failed: \(error.code.name) \(error.detail)")
         }

@@ -127,14 +127,14 @@ final class RunningServer: Sendable {
         start { () throws(FastCGIError) in try server.run { _ in ClosureHandler(handler) } }
     }
 
-    /// Runs `server` with lanes: `classify` picks the lane, every worker of lane N uses `handlers[N]`.
+    /// Runs `server` with lanes: `classify` picks the lane, and a request of lane N is answered by `handlers[N]`.
     init(_ server: Server, classify: @escaping @Sendable (Request) -> Int, overloaded: Response,
          report: @escaping @Sendable (FastCGIError) -> Void = { _ in },
          handlers: [@Sendable (Request) -> Response]) {
         self.server = server
         start { () throws(FastCGIError) in
-            try server.run(classify: classify, overloaded: { _ in overloaded }, report: report) { lane, _ in
-                ClosureHandler(handlers[lane])
+            try server.run(classify: classify, overloaded: { _ in overloaded }, report: report) { _ in
+                ClosureHandler { request in handlers[classify(request)](request) }
             }
         }
     }
