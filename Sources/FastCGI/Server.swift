@@ -102,7 +102,7 @@ public final class Server: Sendable {
     /// - `makeHandler(worker)` runs once on each worker thread (`workers`: all lanes' together, plus one); a
     ///   worker serves requests of any lane, within each lane's limit.
     ///
-    /// The calling thread keeps the deadlines and the stop. Throws when a thread could not start or the
+    /// The calling thread keeps the deadlines and the stop. SIGPIPE is ignored from then on. Throws when a thread could not start or the
     /// listening socket failed for good. A server runs once; the listening socket it opened is closed (and its
     /// unix socket file removed) when the stop begins.
     public func run(classify: @escaping @Sendable (Request) -> Int,
@@ -119,6 +119,9 @@ public final class Server: Sendable {
             listener.close()
             phase.withLock { $0 = .finished }
         }
+        // A peer that vanishes is a write error on its connection, never the end of the process (sockets are
+        // written with MSG_NOSIGNAL; this covers every other write of the process, as libfcgi's init did).
+        signal(SIGPIPE, SIG_IGN)
         let dispatcher = try Dispatcher(listener: listener, lanes: lanes, limits: limits, open: open, classify: classify,
                                         overloaded: overloaded, report: report)
         current.withLock { $0 = dispatcher }

@@ -17,9 +17,9 @@ public struct Configuration: Sendable, Equatable {
     public var jwksFile: String?
     /// A unix socket path or `host:port`; nil means the FastCGI socket inherited as fd 0.
     public var listen: String?
-    /// Worker threads of the default lane: sign-ins and everything that is not a check (1...1024).
+    /// Default-lane requests (sign-ins and everything that is not a check) running at once (1...1024).
     public var workers: Int
-    /// Worker threads of the checks lane: `/auth/session`, `/healthz`, `/readyz`, `/metrics` (1...1024).
+    /// Checks-lane requests (`/auth/session`, `/healthz`, `/readyz`, `/metrics`) running at once (1...1024).
     public var checkWorkers: Int
     /// The longest a FastCGI request may take to arrive, first byte to last, in seconds (1...300).
     public var requestTimeout: Int64
@@ -261,8 +261,8 @@ public struct Configuration: Sendable, Equatable {
             case .jwksURL: "Google's key set URL (default \(Configuration.defaultJWKSURL))"
             case .jwksFile: "a local JWKS file used instead of the URL (default: unset)"
             case .listen: "unix socket path or host:port (default: the socket inherited as fd 0)"
-            case .workers: "worker threads for sign-ins and the rest, 1...1024 (default: 2 per core)"
-            case .checkWorkers: "worker threads for session checks and health, 1...1024 (default: 2 per core)"
+            case .workers: "sign-ins and the rest running at once, 1...1024 (default: 2 per core)"
+            case .checkWorkers: "session checks and health running at once, 1...1024 (default: 2 per core)"
             case .requestTimeout: "longest a FastCGI request may take to arrive, 1s...300s (default 10s)"
             case .hostedDomains: "comma-separated Workspace domains allowed (default: any account)"
             case .clockSkew: "seconds of clock tolerance, 0...600 (default 60)"

@@ -149,9 +149,14 @@ final class Stack: @unchecked Sendable {
         guard launch == .holder, let pid = server else { throw StackError("restartServer needs launch: .holder") }
         let generation = holderGeneration
         kill(pid, SIGHUP)
-        // The holder rewrites its status file once the new process has started.
-        for _ in 0..<2000 where holderGeneration <= generation { usleep(5_000) }
-        guard holderGeneration > generation else { throw StackError("the holder did not restart serve: \(serverLog)") }
+        // The holder rewrites its status file once it has started the new process, which logs `started`
+        // once it serves (a restart before that would stop a process that never served).
+        func ready() -> Bool {
+            holderGeneration > generation && serverLog.components(separatedBy: "event=started").count - 1 > generation
+        }
+        let deadline = Date().addingTimeInterval(20)
+        while !ready() && Date() < deadline { usleep(5_000) }
+        guard ready() else { throw StackError("the holder did not restart serve: \(serverLog)") }
     }
 
     var databaseEnvironment: [String: String] { postgres.merging(["PGDATABASE": database]) { $1 } }
