@@ -232,8 +232,7 @@ final class Dispatcher: Sendable {
                 case .run:
                     return .run(job)
                 case .queued:
-                    timer.poke()  // its wait is on the clock
-                    return .gone
+                    return .gone  // its wait is on the timer's clock (it looks every 100 ms at the latest)
                 case .full:
                     // The lane's queue is full: the server answers for it, never drops the request.
                     guard answerOverloaded(connection, request, lane: lane, waiting: true) else { return .gone }
@@ -288,7 +287,6 @@ final class Dispatcher: Sendable {
             state = idle ? .idle(since: now) : .waiting
             return true
         }
-        if !idle { timer.poke() }
         if !parked {
             if connection.onTheClock {
                 connection.onTheClock = false
@@ -419,9 +417,10 @@ final class Dispatcher: Sendable {
                 beginDrain(now: now)
             }
             if drainStart != nil && open.current == 0 { break }
-            let timed = drainStart != nil || gates.contains { $0.count > 0 } || onTheClock.withLock { !$0.isEmpty }
-                || listening.withLock { $0.pausedAt != nil }
-            timer.wait(milliseconds: timed ? 20 : nil)
+            // Every 20 ms while something is on the clock, else every 100 ms (how late a deadline may be noticed
+            // after a connection starts arriving or a request starts waiting, which do not wake the timer).
+            let timed = drainStart != nil || onTheClock.withLock { !$0.isEmpty } || listening.withLock { $0.pausedAt != nil }
+            timer.wait(milliseconds: timed ? 20 : 100)
             tick(now: monotonicNanoseconds(), drainStart: drainStart)
         }
         var one: UInt64 = 1

@@ -252,8 +252,8 @@ final class RawFastCGIConnection: @unchecked Sendable {
         }
     }
 
-    /// True when the responder closes the connection within `seconds`: no more bytes, then end of file
-    /// (with `discarding`, any bytes it still sends first are skipped).
+    /// True when the responder closes the connection within `seconds`: no more bytes, then end of file or a
+    /// reset (with `discarding`, any bytes it still sends first are skipped).
     func closedByPeer(seconds: Double = 5, discarding: Bool = false) -> Bool {
         var byte: UInt8 = 0
         while true {
@@ -261,7 +261,9 @@ final class RawFastCGIConnection: @unchecked Sendable {
             guard poll(&pending, 1, Int32(seconds * 1000)) == 1 else { return false }
             let got = Glibc.read(fd, &byte, 1)
             if got == 0 { return true }
-            if got < 0 || !discarding { return false }
+            // A close with our bytes unread arrives as a reset: closed all the same.
+            if got < 0 { return errno == ECONNRESET }
+            if !discarding { return false }
         }
     }
 
