@@ -177,9 +177,10 @@ final class Dispatcher: Sendable {
                 } else {
                     carriesOn = answer(job.connection, handler.handle(job.request), waiting: true)
                 }
-                if carriesOn { work.append(.drive(job.connection)) }
-                // The lane's next waiting request takes this one's place (first, as it has waited).
+                // The lane's next waiting request takes this one's place; first this connection is read or
+                // parked, so its next request is not held up behind the queue.
                 if let next = gate.finished() { work.append(.run(next)) }
+                if carriesOn { work.append(.drive(job.connection)) }
             }
         }
     }
