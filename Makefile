@@ -7,6 +7,7 @@ CONFIG       ?= release
 BIN           = .build/$(CONFIG)/tokensignin
 RUN_DIR      ?= $(CURDIR)/.run
 # Developer machines only (`make deps`); a deployed host needs none of these (see the .deb's Depends).
+FUZZ_SECONDS ?= 60
 DEBIAN_PACKAGES = libfcgi-dev libfcgi-bin libssl-dev openssl libpq-dev libcurl4-openssl-dev ca-certificates \
                   postgresql postgresql-contrib nginx-light spawn-fcgi wrk pkg-config curl python3 python3-venv \
                   binutils dpkg-dev systemd systemd-container strace
@@ -52,8 +53,8 @@ ENV_FILE     ?= $(wildcard $(SYSCONFDIR)/tokensignin/env)
 TOKENSIGNIN  ?= $(firstword $(wildcard $(INSTALLED_BIN) $(BIN)))
 RUN_AS       ?= $(if $(ENV_FILE),$(if $(filter 0,$(shell id -u)),$(SERVICE_USER)))
 
-.PHONY: help deps build test test-ops test-browser run stop bench clean dist install install-files install-config \
-        uninstall deb migrate prune test-deploy
+.PHONY: help deps build test test-ops test-browser test-faults fuzz run restart stop bench clean dist install install-files \
+        install-config uninstall deb migrate prune test-deploy
 
 help: ## list the targets
 	@awk -F':.*## ' '/^##@ / { printf "\n%s\n", substr($$0, 5) } /^[a-z-]+:.*## / { printf "  make %-15s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
@@ -75,7 +76,7 @@ build: deps ## build the tokensignin binary (release, for this machine: .build/r
 test: deps ## unit and end-to-end tests (private PostgreSQL and nginx, nothing system-wide)
 	$(SWIFT) build --build-tests
 	@mkdir -p .build; set -o pipefail; \
-	scripts/with-test-db $(SWIFT) test --skip-build 2>&1 | tee .build/test.log; status=$$?; \
+	scripts/with-test-db $(SWIFT) test --skip-build --skip RestartEndToEndTests 2>&1 | tee .build/test.log; status=$$?; \
 	scripts/test-summary .build/test.log; exit $$status
 
 test-browser: deps ## the example site in headless Chromium: sign-in, devices, sign-out, forgeries (Tests/Browser)
@@ -96,8 +97,21 @@ test-ops: deps deb ## packaging tests: the shipped binary without the toolchain,
 test-deploy: deb ## boot a copy of this host (systemd-nspawn, no toolchain) and walk docs/operations.md with the .deb and make install
 	scripts/test-deploy $(DEB_FILE)
 
+# Alone, not next to the other suites: it loads the machine as hard as it can, which upsets their timing.
+test-faults: deps ## restarts under sign-in load through nginx: nothing may be dropped
+	$(SWIFT) build --build-tests
+	@mkdir -p .build; set -o pipefail; \
+	scripts/with-test-db $(SWIFT) test --skip-build --filter RestartEndToEndTests 2>&1 | tee .build/test-faults.log; status=$$?; \
+	scripts/test-summary .build/test-faults.log; exit $$status
+
+fuzz: deps ## run each fuzz target in Fuzz/ for FUZZ_SECONDS (60) with libFuzzer and ASan; fails on a crash
+	FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz
+
 run: build ## run it all locally (PostgreSQL, responder, nginx on https://127.0.0.1:8443) and show a sign-in
 	scripts/local-run start
+
+restart: build ## restart the local responder the way a deploy does: the socket stays open, nothing is dropped
+	scripts/local-run restart
 
 stop: ## stop what `make run` started
 	scripts/local-run stop

@@ -1,5 +1,6 @@
 // swift-tools-version:6.2
 // tokensignin: the backend half of "Sign in with Google" (see README.md and docs/).
+import Foundation
 import PackageDescription
 
 let strict: [SwiftSetting] = [.treatAllWarnings(as: .error)]
@@ -43,3 +44,17 @@ let package = Package(
         .testTarget(name: "EndToEndTests", dependencies: ["IDToken", "Signing", "TestSupport"], swiftSettings: strict),
     ]
 )
+
+// Fuzz targets (Fuzz/<Name>/main.swift, each defining LLVMFuzzerTestOneInput): only when scripts/fuzz builds
+// them with -sanitize=fuzzer,address, since without libFuzzer's main they do not link.
+if ProcessInfo.processInfo.environment["TS_FUZZ"] == "1" {
+    let fuzz: [(name: String, dependencies: [Target.Dependency])] = [
+        ("FastCGIRecords", ["FastCGI"]), ("JOSE", ["IDToken", "Signing"]),
+        ("RequestBodies", ["SignIn"]), ("Cookies", ["SignIn"]),
+    ]
+    for target in fuzz {
+        package.targets.append(.executableTarget(name: "Fuzz\(target.name)", dependencies: target.dependencies,
+                                                 path: "Fuzz/\(target.name)", exclude: ["corpus"],
+                                                 swiftSettings: strict + [.unsafeFlags(["-parse-as-library"])]))
+    }
+}

@@ -15,7 +15,7 @@ private let events = SecurityEventVerifier(policy: policy)
 public func fuzzOneInput(_ data: UnsafePointer<UInt8>, _ count: Int) -> Int32 {
     let input = UnsafeRawBufferPointer(start: data, count: count)
     // The raw bytes as JSON text (a header or payload after base64url decoding).
-    _ = JSONPrecheck.check(input)
+    _ = JSONPrecheck.check(input, maxMembers: JSONPrecheck.maxNestedMembers)
     guard let first = input.first else { return 0 }
     let rest = UnsafeRawBufferPointer(rebasing: input.dropFirst())
     let text = String(decoding: rest, as: UTF8.self)

@@ -1,8 +1,17 @@
-// libfcgi's thread-safe request API (fcgiapp.h) for tokensignin's FastCGI module, and epoll (which the
-// toolchain's Glibc module leaves out) for its dispatcher.
+// FastCGI's protocol definitions (fastcgi.h from libfcgi-dev: record types, roles, status codes; no library is
+// linked) and the Linux calls the toolchain's Glibc module leaves out, for tokensignin's FastCGI module.
 #ifndef TOKENSIGNIN_CFASTCGI_SHIM_H
 #define TOKENSIGNIN_CFASTCGI_SHIM_H
-#include <fcgiapp.h>
+#include <fastcgi.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+
+// accept4 is declared only under _GNU_SOURCE, which the Glibc module is built without: accepting
+// non-blocking and close-on-exec in one call saves two fcntl calls per connection.
+extern int accept4(int sockfd, struct sockaddr *addr, socklen_t *addrlen, int flags);
+static inline int cfastcgi_accept_nonblocking(int listener) {
+    return accept4(listener, 0, 0, SOCK_NONBLOCK | SOCK_CLOEXEC);
+}
 
 #endif

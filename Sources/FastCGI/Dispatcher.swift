@@ -1,183 +1,562 @@
-// One epoll set shared by all workers: the listening socket, every connection the web server keeps open
-// between requests, and the stop pipe. A ready connection goes to whichever worker is free next.
+// The dispatcher: every worker waits on one epoll set, reads the connection whose event it gets (non-blocking,
+// within the parser's limits) and serves its request if the request's lane has room; a timer thread keeps
+// the deadlines, the lanes' waiting times and the graceful stop.
 import CFastCGI
 import Glibc
 import Synchronization
 
-/// Hands out what is ready to the workers, one event per `next()` call.
+/// What the server has done since it started (`Server.statistics`).
+public struct Statistics: Sendable, Equatable {
+    public var connectionsAccepted = 0
+    public var requestsAnswered = 0
+    /// Connections closed because the peer broke the protocol or a limit (each also reported).
+    public var protocolViolations = 0
+    /// Connections closed because a request did not arrive in time.
+    public var timeouts = 0
+    /// Requests answered with the lane's overload response.
+    public var overloaded = 0
+    /// Responses replaced by a 500 because a header could not be sent.
+    public var invalidResponses = 0
+    public var writeFailures = 0
+}
+
+/// The epoll set, the connections, the lanes, and the steps taken on a connection.
 ///
-/// Every socket is registered `EPOLLONESHOT`: the worker that receives its event owns it (no other worker
-/// sees it again) until it gives it back with `park` (a connection after its request, kept open for the
-/// next) or `rearmListener`. So one worker at a time touches a connection, and no connection is tied to a
-/// worker: with more kept connections than workers, the next request on any of them is served by the next
-/// free worker instead of waiting behind an idle connection. One wait queue (epoll's) wakes one worker per
-/// event, so a new connection does not wake every idle worker either.
+/// Every socket is registered EPOLLONESHOT: the worker that receives a connection's event holds it until it
+/// parks it again, so one thread at a time touches a connection, and a new event wakes one worker, not all.
+/// A worker never blocks on a peer: it reads what has arrived, and a request still arriving is parked with
+/// its deadline. A complete request runs on the worker that read it when its lane has room, else it waits in
+/// the lane's queue for the next of that lane's requests to finish (`LaneGate`), so the common path has no
+/// hand-off between threads.
 final class Dispatcher: Sendable {
-    enum Event: Equatable {
-        /// A connection is waiting to be accepted; call `acceptConnection()`.
-        case listener
-        /// The web server sent something on this connection (a request, or its end); the caller owns it.
-        case connection(Int32)
-        /// `stop()` was called (stays ready: every worker sees it).
-        case stop
-        /// epoll_wait failed for good (with this errno).
-        case failed(Int32)
+    let limits: Limits
+    let gates: [LaneGate]
+    private let classify: @Sendable (Request) -> Int
+    private let overloaded: @Sendable (Request) -> Response
+    private let report: @Sendable (FastCGIError) -> Void
+    private let listener: Listener
+    private let epoll: Descriptor
+    /// Written once when the server is done; stays readable, so every worker wakes and leaves.
+    private let exit: Descriptor
+    /// Armed one-shot: connections the timer gives back to the workers (after an overload answer).
+    private let handBack: Descriptor
+    /// Every open connection, for the drain and `maxConnections`. Touched when a connection opens and when
+    /// it closes, never per request.
+    private let registry = Mutex<[ObjectIdentifier: Connection]>([:])
+    /// The registry's size, which the timer (and tests) wait on.
+    let open: Gauge
+    /// Connections parked with a request begun, each on the clock.
+    private let onTheClock = Mutex<[ObjectIdentifier: Connection]>([:])
+    private let returned = Mutex<[Connection]>([])
+    private let listening = Mutex<ListenerState>(ListenerState())
+    private let timer = Wakeup()
+    private let stopRequested = Atomic<Bool>(false)
+    /// Set when the graceful stop begins: every answer from then on closes its connection.
+    let draining = Atomic<Bool>(false)
+    private let failure = Mutex<FastCGIError?>(nil)
+
+    private let accepted = Atomic<Int>(0)
+    private let answered = Atomic<Int>(0)
+    private let violations = Atomic<Int>(0)
+    private let timeouts = Atomic<Int>(0)
+    private let overloads = Atomic<Int>(0)
+    private let invalid = Atomic<Int>(0)
+    private let writeFailures = Atomic<Int>(0)
+
+    private struct ListenerState {
+        var on = true
+        /// Accepting paused (out of descriptors, or at maxConnections) since then; the timer resumes it.
+        var pausedAt: UInt64?
     }
 
-    /// What `acceptConnection()` did.
-    enum Accepted: Equatable {
-        /// A connection was accepted and its request has begun to arrive: the caller owns it and serves it at
-        /// once, then gives it to `park(_:watched: false)` or reports it `closed`.
-        case ready(Int32)
-        /// A connection was accepted and parked until the web server writes on it, or nothing was waiting.
-        case done
-        /// Out of descriptors or memory: the connection stays queued; try again after a pause.
-        case exhausted
-        /// accept failed for good (with this errno).
-        case failed(Int32)
-    }
+    private static let listenerTag: UInt64 = 0
+    private static let exitTag: UInt64 = 1
+    private static let handBackTag: UInt64 = 2
 
-    private let epoll: Int32
-    private let listenFd: Int32
-    private let wakeFd: Int32
-    /// Every connection accepted and not yet closed, so `closeAll()` can close the idle ones when the server
-    /// stops. Touched once when a connection opens and once when it closes, not per request (a lock taken
-    /// twice per request by every worker showed up as contention). Counted, because libfcgi closes a
-    /// connection before the worker reports it: another worker may accept the same descriptor number in
-    /// between, and its increment must survive the late decrement.
-    private let open = Mutex<[Int32: Int]>([:])
-
-    /// SO_RCVTIMEO and SO_SNDTIMEO of every accepted connection: the longest a worker blocks reading a
-    /// request that has begun to arrive, or writing an answer the peer does not read.
-    private let ioTimeout: timeval
-
-    /// The set over `listenFd` (non-blocking) and `wakeFd` (stays readable once `stop()` writes to it).
-    init(listenFd: Int32, wakeFd: Int32, ioTimeout: Duration = .seconds(30)) throws(FastCGIError) {
-        let (seconds, attoseconds) = ioTimeout.components
-        self.ioTimeout = timeval(tv_sec: Int(seconds), tv_usec: Int(attoseconds / 1_000_000_000_000))
-        let epoll = epoll_create1(Int32(EPOLL_CLOEXEC))
-        guard epoll >= 0 else { throw FastCGIError(.startFailed, errnoText("epoll_create1")) }
+    init(listener: Listener, lanes: [Lane], limits: Limits, open: Gauge, classify: @escaping @Sendable (Request) -> Int,
+         overloaded: @escaping @Sendable (Request) -> Response,
+         report: @escaping @Sendable (FastCGIError) -> Void) throws(FastCGIError) {
+        let epollFD = epoll_create1(Int32(EPOLL_CLOEXEC))
+        guard epollFD >= 0 else { throw FastCGIError(.startFailed, errnoText("epoll_create1")) }
+        let epoll = Descriptor(epollFD)
+        let exitFD = eventfd(0, Int32(EFD_NONBLOCK) | Int32(EFD_CLOEXEC))
+        guard exitFD >= 0 else { throw FastCGIError(.startFailed, errnoText("eventfd")) }
+        let exit = Descriptor(exitFD)
+        let handBackFD = eventfd(0, Int32(EFD_NONBLOCK) | Int32(EFD_CLOEXEC))
+        guard handBackFD >= 0 else { throw FastCGIError(.startFailed, errnoText("eventfd")) }
+        let handBack = Descriptor(handBackFD)
+        guard Self.control(epoll.raw, EPOLL_CTL_ADD, listener.fd, tag: Self.listenerTag, oneShot: true),
+              Self.control(epoll.raw, EPOLL_CTL_ADD, exit.raw, tag: Self.exitTag, oneShot: false),
+              Self.control(epoll.raw, EPOLL_CTL_ADD, handBack.raw, tag: Self.handBackTag, oneShot: true)
+        else { throw FastCGIError(.startFailed, errnoText("epoll_ctl")) }
         self.epoll = epoll
-        self.listenFd = listenFd
-        self.wakeFd = wakeFd
-        guard control(EPOLL_CTL_ADD, listenFd, oneShot: true), control(EPOLL_CTL_ADD, wakeFd, oneShot: false) else {
-            let error = FastCGIError(.startFailed, errnoText("epoll_ctl"))
-            Glibc.close(epoll)
-            throw error
-        }
+        self.exit = exit
+        self.handBack = handBack
+        self.listener = listener
+        self.limits = limits
+        self.open = open
+        self.gates = lanes.enumerated().map { LaneGate(lane: $0.element, index: $0.offset) }
+        self.classify = classify
+        self.overloaded = overloaded
+        self.report = report
     }
 
-    deinit { Glibc.close(epoll) }
+    var statistics: Statistics {
+        Statistics(connectionsAccepted: accepted.load(ordering: .relaxed), requestsAnswered: answered.load(ordering: .relaxed),
+                   protocolViolations: violations.load(ordering: .relaxed), timeouts: timeouts.load(ordering: .relaxed),
+                   overloaded: overloads.load(ordering: .relaxed), invalidResponses: invalid.load(ordering: .relaxed),
+                   writeFailures: writeFailures.load(ordering: .relaxed))
+    }
 
-    /// Waits (without a timeout) for the next event; retries on EINTR.
-    func next() -> Event {
-        var event = epoll_event()
+    var failed: FastCGIError? { failure.withLock { $0 } }
+
+    /// Begins the graceful stop (any thread, any number of times).
+    func requestStop() {
+        stopRequested.store(true, ordering: .releasing)
+        timer.poke()
+    }
+
+    private func fail(_ error: FastCGIError) {
+        failure.withLock { if $0 == nil { $0 = error } }
+        requestStop()
+    }
+
+    // MARK: A worker
+
+    private enum Work {
+        case drive(Connection)
+        case run(Job)
+    }
+
+    /// A worker thread's life: take the next event, serve what it leads to, until the server is done.
+    func work(handler: any Handler) {
+        var events = [epoll_event](repeating: epoll_event(), count: 1)
+        var scratch = [UInt8](repeating: 0, count: 64 * 1024)
         while true {
-            let count = epoll_wait(epoll, &event, 1, -1)
+            let count = epoll_wait(epoll.raw, &events, 1, -1)
             if count < 0 {
                 if errno == EINTR { continue }
-                return .failed(errno)
+                fail(FastCGIError(.acceptFailed, errnoText("epoll_wait")))
+                return
             }
-            if count == 0 { continue }
-            let fd = event.data.fd
-            if fd == wakeFd { return .stop }
-            if fd == listenFd { return .listener }
-            return .connection(fd)
+            guard count == 1 else { continue }
+            switch events[0].data.u64 {
+            case Self.exitTag:
+                return
+            case Self.listenerTag:
+                if let connection = acceptOne() { serve(.drive(connection), handler: handler, scratch: &scratch) }
+            case Self.handBackTag:
+                var value: UInt64 = 0
+                _ = Glibc.read(handBack.raw, &value, 8)
+                let connections = returned.withLock { list in
+                    defer { list.removeAll() }
+                    return list
+                }
+                _ = Self.control(epoll.raw, EPOLL_CTL_MOD, handBack.raw, tag: Self.handBackTag, oneShot: true)
+                for connection in connections { serve(.drive(connection), handler: handler, scratch: &scratch) }
+            case let tag:
+                guard let pointer = UnsafeRawPointer(bitPattern: UInt(tag)) else { continue }
+                serve(.drive(Unmanaged<Connection>.fromOpaque(pointer).takeUnretainedValue()), handler: handler, scratch: &scratch)
+            }
         }
     }
 
-    /// Once stopping: the connections on which something has arrived and no worker has taken yet (without
-    /// waiting; empty when there are none). The caller owns them.
-    func waitingConnections() -> [Int32] {
-        var events = [epoll_event](repeating: epoll_event(), count: 16)
+    /// Everything one event leads to on this worker: reading the connection, running its request, the next
+    /// request waiting in that lane, and what follows on each connection.
+    private func serve(_ first: Work, handler: any Handler, scratch: inout [UInt8]) {
+        var work = [first]
+        while let item = work.popLast() {
+            switch item {
+            case .drive(let connection):
+                if let job = drive(connection, scratch: &scratch) { work.append(.run(job)) }
+            case .run(let job):
+                let gate = gates[job.lane]
+                let carriesOn: Bool
+                if monotonicNanoseconds() &- job.queued > gate.lane.maxWait.nanoseconds {
+                    carriesOn = answerOverloaded(job.connection, job.request, lane: job.lane, waiting: true)
+                } else {
+                    carriesOn = answer(job.connection, handler.handle(job.request), waiting: true)
+                }
+                // The lane's next waiting request takes this one's place; first this connection is read or
+                // parked, so its next request is not held up behind the queue.
+                if let next = gate.finished() { work.append(.run(next)) }
+                if carriesOn { work.append(.drive(job.connection)) }
+            }
+        }
+    }
+
+    /// Parses and reads until the connection's next request is complete (returned when its lane lets it run
+    /// now), or the connection has left this worker: parked, queued to its lane, or closed.
+    private func drive(_ connection: Connection, scratch: inout [UInt8]) -> Job? {
+        connection.state.withLock { $0 = .held }
+        if connection.onTheClock {
+            connection.onTheClock = false
+            _ = onTheClock.withLock { $0.removeValue(forKey: ObjectIdentifier(connection)) }
+        }
         while true {
-            let count = epoll_wait(epoll, &events, Int32(events.count), 0)
-            if count < 0 && errno == EINTR { continue }
-            guard count > 0 else { return [] }
-            return events.prefix(Int(count)).map { $0.data.fd }.filter { $0 != wakeFd && $0 != listenFd }
-        }
-    }
-
-    /// After a `.listener` event: accepts one connection and hands the listener back to the set. A connection
-    /// whose request has begun to arrive (nginx writes right after connecting) is returned to be served at
-    /// once; one that is still silent is parked until the web server writes on it, so no worker blocks on it.
-    func acceptConnection() -> Accepted {
-        let fd = accept(listenFd, nil, nil)  // (accept4 is hidden: the toolchain's Glibc lacks _GNU_SOURCE)
-        guard fd >= 0 else {
-            switch errno {
-            case EMFILE, ENFILE, ENOBUFS, ENOMEM:
-                return .exhausted  // the caller pauses, then calls rearmListener()
-            case EBADF, EINVAL, ENOTSOCK, EOPNOTSUPP, EFAULT:
-                return .failed(errno)  // the listener itself is unusable
-            default:
-                // EAGAIN (another process sharing the socket took it), ECONNABORTED, EPROTO, and what a TCP
-                // connection can die of before it is accepted (ECONNRESET, ETIMEDOUT, ...), or EPERM from a
-                // security module: that connection is lost, the listener is fine.
-                rearmListener()
-                return .done
+            switch advance(connection) {
+            case .run(let job): return job
+            case .gone: return nil
+            case .needMore: break
+            }
+            switch connection.read(into: &scratch) {
+            case .bytes:
+                let now = monotonicNanoseconds()
+                if connection.busySince == 0 { connection.busySince = now }
+                connection.lastProgress = now
+            case .closed:
+                close(connection)
+                return nil
+            case .wouldBlock:
+                park(connection)
+                return nil
             }
         }
-        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-        var timeout = ioTimeout
-        let size = socklen_t(MemoryLayout<timeval>.size)
-        _ = setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, size)
-        _ = setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, size)
-        rearmListener()  // before serving, so another worker can accept the next connection meanwhile
-        open.withLock { $0[fd, default: 0] += 1 }
-        var byte: UInt8 = 0
-        switch recv(fd, &byte, 1, Int32(MSG_PEEK) | Int32(MSG_DONTWAIT)) {
-        case 1:
-            return .ready(fd)
-        case 0:
-            close(fd)  // hung up without a word
-        default:
-            park(fd, watched: false)
+    }
+
+    private enum Next {
+        case run(Job)
+        case gone
+        case needMore
+    }
+
+    /// What the buffered bytes lead to: a request to run, management answers, a refusal, or nothing yet.
+    private func advance(_ connection: Connection) -> Next {
+        while let event = connection.parser.next() {
+            switch event {
+            case .request(let request):
+                // The next request's clock starts with its own first byte.
+                connection.busySince = 0
+                let lane = laneIndex(for: request)
+                let job = Job(connection: connection, request: request, lane: lane, queued: monotonicNanoseconds())
+                switch gates[lane].admit(job) {
+                case .run:
+                    return .run(job)
+                case .queued:
+                    return .gone  // its wait is on the timer's clock (it looks every 100 ms at the latest)
+                case .full:
+                    // The lane's queue is full: the server answers for it, never drops the request.
+                    guard answerOverloaded(connection, request, lane: lane, waiting: true) else { return .gone }
+                }
+            case .reply(let bytes, let thenClose):
+                guard connection.write(bytes, until: monotonicNanoseconds() + limits.writeTimeout.nanoseconds) else {
+                    writeFailed(connection)
+                    return .gone
+                }
+                if thenClose {
+                    close(connection)
+                    return .gone
+                }
+            case .violation(let error):
+                violations.add(1, ordering: .relaxed)
+                report(error)
+                close(connection)
+                return .gone
+            }
         }
-        return .done
+        if connection.parser.haltWhenIdle && !connection.parser.isDiscarding {
+            close(connection)  // the body after a closing answer has been skipped
+            return .gone
+        }
+        return .needMore
     }
 
-    /// Gives the listener back to the set (after `acceptConnection()` returned `.exhausted`).
-    func rearmListener() {
-        _ = control(EPOLL_CTL_MOD, listenFd, oneShot: true)
+    private func laneIndex(for request: Request) -> Int {
+        let index = classify(request)
+        return gates.indices.contains(index) ? index : 0
     }
 
-    /// Gives a connection back to the set until its next request (`watched`: it came from `next()`, so the set
-    /// knows it already; false for one from `.ready` or just accepted). A connection that cannot be watched
-    /// is closed (the web server then opens a new one).
-    func park(_ fd: Int32, watched: Bool = true) {
-        if !control(watched ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, fd, oneShot: true) { close(fd) }
-    }
-
-    /// Closes a connection the caller owns, and forgets it.
-    func close(_ fd: Int32) {
-        Glibc.close(fd)
-        closed(fd)
-    }
-
-    /// Reports that a connection the caller owned has been closed (by libfcgi, or by the request slot).
-    func closed(_ fd: Int32) {
-        open.withLock { counts in
-            guard let count = counts[fd] else { return }
-            counts[fd] = count > 1 ? count - 1 : nil
+    /// Puts a connection back into the set until its next event: between requests it is idle; with a request
+    /// (or, on a new connection, the first request) not complete yet, it is on the clock.
+    private func park(_ connection: Connection) {
+        let now = monotonicNanoseconds()
+        // A connection that has not begun a request yet is on the clock from its accept (nginx writes right
+        // after connecting); between requests on a kept one there is no deadline (nginx bounds idle ones).
+        let idle = connection.parser.isQuiet && connection.parser.requestID != 0
+        if idle {
+            connection.busySince = 0
+        } else {
+            // Bytes already buffered (a pipelined request's start, a body being skipped) start the clock now.
+            if connection.busySince == 0 { connection.busySince = now }
+            connection.onTheClock = true
+            onTheClock.withLock { $0[ObjectIdentifier(connection)] = connection }
+        }
+        // Armed with the lock held: the timer must not act on it before it is in the set, and the worker that
+        // gets its next event waits here until it is marked parked.
+        let parked = connection.state.withLock { state in
+            guard arm(connection) else { return false }
+            state = idle ? .idle(since: now) : .waiting
+            return true
+        }
+        if !parked {
+            if connection.onTheClock {
+                connection.onTheClock = false
+                _ = onTheClock.withLock { $0.removeValue(forKey: ObjectIdentifier(connection)) }
+            }
+            close(connection)
         }
     }
 
-    /// Closes every connection still open: the idle kept ones, when the server stops after its workers ended.
-    func closeAll() {
-        let idle = open.withLock { counts in
-            defer { counts.removeAll() }
-            return Array(counts.keys)
-        }
-        for fd in idle { Glibc.close(fd) }
+    private func arm(_ connection: Connection) -> Bool {
+        let tag = UInt64(UInt(bitPattern: Unmanaged.passUnretained(connection).toOpaque()))
+        let done = Self.control(epoll.raw, connection.registered ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, connection.fd, tag: tag, oneShot: true)
+        if done { connection.registered = true }
+        return done
     }
 
-    /// Connections open right now (tests).
-    var openConnections: Int { open.withLock { $0.count } }
+    /// Accepts one connection (the listener's event is one-shot: re-armed here, so one worker accepts at a time).
+    private func acceptOne() -> Connection? {
+        listening.withLock { listening -> Connection? in
+            guard listening.on, listening.pausedAt == nil else { return nil }
+            guard open.current < limits.maxConnections else {
+                listening.pausedAt = monotonicNanoseconds()
+                timer.poke()
+                return nil
+            }
+            let fd = cfastcgi_accept_nonblocking(listener.fd)
+            guard fd >= 0 else {
+                switch errno {
+                case EMFILE, ENFILE, ENOBUFS, ENOMEM:
+                    // Out of descriptors or memory: the connection stays queued; the timer resumes in 10 ms.
+                    listening.pausedAt = monotonicNanoseconds()
+                    timer.poke()
+                case EBADF, EINVAL, ENOTSOCK, EOPNOTSUPP, EFAULT:
+                    listening.on = false
+                    fail(FastCGIError(.acceptFailed, errnoText("accept")))
+                default:
+                    // EAGAIN (another process sharing the socket took it), ECONNABORTED, EPROTO, what a TCP
+                    // connection can die of before it is accepted, EPERM from a security module: that
+                    // connection is lost, the listener is fine.
+                    _ = Self.control(epoll.raw, EPOLL_CTL_MOD, listener.fd, tag: Self.listenerTag, oneShot: true)
+                }
+                return nil
+            }
+            _ = Self.control(epoll.raw, EPOLL_CTL_MOD, listener.fd, tag: Self.listenerTag, oneShot: true)
+            let connection = Connection(Descriptor(fd), limits: limits, now: monotonicNanoseconds())
+            registry.withLock { $0[ObjectIdentifier(connection)] = connection }
+            open.add(1)
+            accepted.add(1, ordering: .relaxed)
+            return connection
+        }
+    }
 
-    private func control(_ operation: Int32, _ fd: Int32, oneShot: Bool) -> Bool {
+    // MARK: Answers
+
+    /// Sends the answer to the connection's current request. True when the connection carries on (its next
+    /// records may be parsed); false when it was closed: the web server did not ask to keep it, the server is
+    /// stopping, or writing failed. `waiting`: the caller may wait for the peer to read (the timer may not).
+    private func answer(_ connection: Connection, _ response: Response, waiting: Bool) -> Bool {
+        var body = response.body
+        let head: [UInt8]
+        if let encoded = response.encodedHead() {
+            head = encoded
+        } else {
+            // Fail closed: never a head with a header left out (a missing identity header reached the app).
+            invalid.add(1, ordering: .relaxed)
+            report(FastCGIError(.invalidResponse, "status \(response.status) with a header that cannot be sent"))
+            head = Response.invalidReplacement.encodedHead() ?? []
+            body = Response.invalidReplacement.body
+        }
+        let closeAfter = !connection.parser.canContinue || draining.load(ordering: .relaxed)
+        let bytes = Records.answer(requestID: connection.parser.requestID, head: head, body: body,
+                                   farewell: closeAfter && connection.parser.keepRequested)
+        guard connection.write(bytes, until: waiting ? monotonicNanoseconds() + limits.writeTimeout.nanoseconds : nil) else {
+            writeFailed(connection)
+            return false
+        }
+        answered.add(1, ordering: .relaxed)
+        if closeAfter {
+            guard connection.parser.bodyLeftUnread else {
+                close(connection)
+                return false
+            }
+            // Closing with the body unread would reset the connection under the peer, which may still be
+            // writing it (and lose the answer): end our side, skip the rest of the body, then close.
+            _ = shutdown(connection.fd, Int32(SHUT_WR))
+            connection.parser.haltWhenIdle = true
+        }
+        connection.parser.requestAnswered()
+        return true
+    }
+
+    private func answerOverloaded(_ connection: Connection, _ request: Request, lane: Int, waiting: Bool) -> Bool {
+        overloads.add(1, ordering: .relaxed)
+        report(FastCGIError(.overloaded, "lane \(gates[lane].lane.name)"))
+        return answer(connection, overloaded(request), waiting: waiting)
+    }
+
+    private func writeFailed(_ connection: Connection) {
+        writeFailures.add(1, ordering: .relaxed)
+        report(FastCGIError(.writeFailed, "the web server did not take the answer"))
+        close(connection)
+    }
+
+    /// Closes a connection the caller holds, and forgets it.
+    private func close(_ connection: Connection) {
+        connection.state.withLock { $0 = .closed }
+        connection.close()
+        let removed = registry.withLock { $0.removeValue(forKey: ObjectIdentifier(connection)) != nil }
+        if removed { open.add(-1) }
+    }
+
+    private static func control(_ epoll: Int32, _ operation: Int32, _ fd: Int32, tag: UInt64, oneShot: Bool) -> Bool {
         var event = epoll_event()
         event.events = EPOLLIN.rawValue | (oneShot ? EPOLLONESHOT.rawValue : 0)
-        event.data.fd = fd
+        event.data.u64 = tag
         return epoll_ctl(epoll, operation, fd, &event) == 0
+    }
+
+    // MARK: The timer
+
+    /// Keeps the clocks until the graceful stop has closed every connection, then lets the workers go.
+    func run() {
+        var drainStart: UInt64?
+        while true {
+            if stopRequested.load(ordering: .acquiring) && drainStart == nil {
+                let now = monotonicNanoseconds()
+                drainStart = now
+                beginDrain(now: now)
+            }
+            if drainStart != nil && open.current == 0 { break }
+            // Every 20 ms while something is on the clock, else every 100 ms (how late a deadline may be noticed
+            // after a connection starts arriving or a request starts waiting, which do not wake the timer).
+            let timed = drainStart != nil || onTheClock.withLock { !$0.isEmpty } || listening.withLock { $0.pausedAt != nil }
+            timer.wait(milliseconds: timed ? 20 : 100)
+            tick(now: monotonicNanoseconds(), drainStart: drainStart)
+        }
+        var one: UInt64 = 1
+        _ = Glibc.write(exit.raw, &one, 8)
+    }
+
+    private func tick(now: UInt64, drainStart: UInt64?) {
+        // Requests that are taking too long, or have gone silent half-way: shut down, so the next event (end of
+        // file) has the worker that receives it close the connection.
+        let total = limits.requestTimeout.nanoseconds
+        let stall = min(limits.stallTimeout, limits.requestTimeout).nanoseconds
+        for connection in onTheClock.withLock({ Array($0.values) }) {
+            connection.state.withLock { state in
+                guard state == .waiting, !connection.shutDown else { return }
+                let overall = now &- connection.busySince >= total
+                guard overall || now &- connection.lastProgress >= stall else { return }
+                timeouts.add(1, ordering: .relaxed)
+                report(FastCGIError(.requestTimedOut, overall ? "request not complete within \(limits.requestTimeout)"
+                                        : "no byte for \(min(limits.stallTimeout, limits.requestTimeout)) mid-request"))
+                connection.shutDown = true
+                _ = shutdown(connection.fd, Int32(SHUT_RDWR))
+            }
+        }
+        // Requests that have waited in their lane's queue too long get the overload answer from here: the
+        // lane's running requests may all be held (by a database lock, say), and none is left unanswered.
+        for gate in gates where gate.count > 0 {
+            for job in gate.expire(queuedBefore: now &- min(now, gate.lane.maxWait.nanoseconds)) {
+                guard answerOverloaded(job.connection, job.request, lane: gate.index, waiting: false) else { continue }
+                returned.withLock { $0.append(job.connection) }
+                var one: UInt64 = 1
+                _ = Glibc.write(handBack.raw, &one, 8)
+            }
+        }
+        listening.withLock { listening in
+            guard let pausedAt = listening.pausedAt, listening.on, now &- pausedAt >= 10_000_000,
+                  open.current < limits.maxConnections else { return }
+            if Self.control(epoll.raw, EPOLL_CTL_MOD, listener.fd, tag: Self.listenerTag, oneShot: true) { listening.pausedAt = nil }
+        }
+        if let drainStart { drain(now: now, since: drainStart) }
+    }
+
+    private func beginDrain(now: UInt64) {
+        draining.store(true, ordering: .releasing)
+        listening.withLock { listening in
+            listening.on = false
+            _ = epoll_ctl(epoll.raw, EPOLL_CTL_DEL, listener.fd, nil)
+            // An inherited socket stays open for the next process (connections queued on it wait there); one we
+            // opened is closed and its file removed, so new connections are refused at once.
+            listener.close()
+        }
+        drain(now: now, since: now)
+    }
+
+    /// Lets go of idle kept connections without racing nginx: each gets the farewell record, which makes nginx
+    /// close it from its side (a close nginx initiates cannot meet a request it is sending); one still open
+    /// `drainIdle` after its farewell (a peer that is not nginx) is shut down. At `drainTimeout` everything
+    /// parked is shut down; requests being answered still are.
+    private func drain(now: UInt64, since start: UInt64) {
+        let force = now &- start >= limits.drainTimeout.nanoseconds
+        let patience = limits.drainIdle.nanoseconds
+        for connection in registry.withLock({ Array($0.values) }) {
+            connection.state.withLock { state in
+                guard !connection.shutDown else { return }
+                switch state {
+                case .idle:
+                    if !force {
+                        if connection.farewellSent == 0 {
+                            connection.farewellSent = max(now, 1)
+                            let farewell = Records.farewell(requestID: max(connection.parser.requestID, 1))
+                            if connection.write(farewell, until: nil) { return }
+                        } else {
+                            guard now &- connection.farewellSent >= patience else { return }
+                            var waiting: UInt8 = 0
+                            // Bytes already waiting are a request the peer sent: it is read and answered.
+                            if recv(connection.fd, &waiting, 1, Int32(MSG_PEEK) | Int32(MSG_DONTWAIT)) == 1 { return }
+                        }
+                    }
+                case .waiting:
+                    guard force else { return }
+                case .held, .closed:
+                    return
+                }
+                connection.shutDown = true
+                _ = shutdown(connection.fd, Int32(SHUT_RDWR))
+            }
+        }
+    }
+}
+
+/// The timer thread's sleep: until `poke()` or the timeout.
+private final class Wakeup: @unchecked Sendable {
+    // SAFETY: `poked` is only touched with `mutex` held; the pthread objects are allocated once, never moved,
+    // and freed in deinit when no thread can be waiting on them.
+    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    private let condition: UnsafeMutablePointer<pthread_cond_t>
+    private var poked = false
+
+    init() {
+        mutex = .allocate(capacity: 1)
+        condition = .allocate(capacity: 1)
+        pthread_mutex_init(mutex, nil)
+        var attributes = pthread_condattr_t()
+        pthread_condattr_init(&attributes)
+        pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC)
+        pthread_cond_init(condition, &attributes)
+        pthread_condattr_destroy(&attributes)
+    }
+
+    deinit {
+        pthread_cond_destroy(condition)
+        pthread_mutex_destroy(mutex)
+        condition.deallocate()
+        mutex.deallocate()
+    }
+
+    func poke() {
+        pthread_mutex_lock(mutex)
+        poked = true
+        pthread_cond_signal(condition)
+        pthread_mutex_unlock(mutex)
+    }
+
+    /// Waits for a poke, at most `milliseconds` (nil: no limit).
+    func wait(milliseconds: Int?) {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        if !poked {
+            if let milliseconds {
+                let deadline = monotonicNanoseconds() &+ UInt64(milliseconds) * 1_000_000
+                var until = timespec(tv_sec: Int(deadline / 1_000_000_000), tv_nsec: Int(deadline % 1_000_000_000))
+                _ = pthread_cond_timedwait(condition, mutex, &until)
+            } else {
+                pthread_cond_wait(condition, mutex)
+            }
+        }
+        poked = false
     }
 }

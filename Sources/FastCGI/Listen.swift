@@ -1,4 +1,5 @@
-// Where the responder listens (`TOKENSIGNIN_LISTEN`), and opening that socket without libfcgi's exit-on-error.
+// Where the responder listens (`TOKENSIGNIN_LISTEN`), and opening or adopting that socket.
+import CFastCGI
 import Glibc
 import Synchronization
 

@@ -17,35 +17,52 @@ public struct Response: Sendable {
         self.init(status: status, headers: [("Content-Type", contentType)] + headers, body: Array(body.utf8))
     }
 
-    /// The CGI response head. Headers whose name is not an HTTP token, whose value contains a
-    /// control character (CR/LF would split the response), or named Status are left out.
-    /// Content-Length is added when missing (except for 1xx, 204 and 304).
-    func encodedHead() -> [UInt8] {
+    /// The CGI response head, or nil when a header cannot be sent as given: a name that is not an HTTP
+    /// token, a value with CR, LF, NUL or another control character (which could split the response), or a
+    /// `Status` header (the status line is the server's). Such a response is never sent in part: the server
+    /// answers `invalidReplacement` instead and reports it. Content-Length is added when missing (except
+    /// for 1xx, 204 and 304); a status outside 100–599 is sent as 500.
+    package func encodedHead() -> [UInt8]? {
         let code = (100...599).contains(status) ? status : 500
-        var head = Array("Status: \(code)".utf8)
-        if let reason = Self.reasons[code] { head += Array(" \(reason)".utf8) }
+        var head: [UInt8] = []
+        head.reserveCapacity(64 + headers.count * 48)
+        head += "Status: \(code)".utf8
+        if let reason = Self.reasons[code] {
+            head.append(UInt8(ascii: " "))
+            head += reason.utf8
+        }
         head += [13, 10]
         var hasLength = false
-        for (name, value) in headers where Self.isToken(name) && Self.isFieldValue(value) {
-            let lower = name.lowercased()
-            if lower == "status" { continue }
-            if lower == "content-length" { hasLength = true }
-            head += Array(name.utf8) + Array(": ".utf8) + Array(value.utf8) + [13, 10]
+        for (name, value) in headers {
+            guard Self.isToken(name), Self.isFieldValue(value) else { return nil }
+            if name.utf8.count == 6, name.lowercased() == "status" { return nil }
+            if name.utf8.count == 14, name.lowercased() == "content-length" { hasLength = true }
+            head += name.utf8
+            head += [UInt8(ascii: ":"), UInt8(ascii: " ")]
+            head += value.utf8
+            head += [13, 10]
         }
         if !hasLength && code >= 200 && code != 204 && code != 304 {
-            head += Array("Content-Length: \(body.count)\r\n".utf8)
+            head += "Content-Length: \(body.count)\r\n".utf8
         }
         head += [13, 10]
         return head
     }
+
+    /// The generic answer that replaces a response whose head could not be encoded.
+    static let invalidReplacement = Response(status: 500, contentType: "text/plain", body: "internal server error\n")
 
     static func isToken(_ name: String) -> Bool {
         !name.isEmpty && name.utf8.allSatisfy { byte in
             switch byte {
             case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"):
                 true
+            case UInt8(ascii: "!"), UInt8(ascii: "#"), UInt8(ascii: "$"), UInt8(ascii: "%"), UInt8(ascii: "&"),
+                 UInt8(ascii: "'"), UInt8(ascii: "*"), UInt8(ascii: "+"), UInt8(ascii: "-"), UInt8(ascii: "."),
+                 UInt8(ascii: "^"), UInt8(ascii: "_"), UInt8(ascii: "`"), UInt8(ascii: "|"), UInt8(ascii: "~"):
+                true
             default:
-                Array("!#$%&'*+-.^_`|~".utf8).contains(byte)
+                false
             }
         }
     }

@@ -1,5 +1,4 @@
-// The FastCGI responder: N worker threads, each accepting and answering requests with its own Handler.
-import CFastCGI
+// The FastCGI responder: worker threads that read and answer requests, within the capacity of each request's lane.
 import Glibc
 import Synchronization
 
@@ -9,100 +8,107 @@ public protocol Handler: AnyObject {
     func handle(_ request: Request) -> Response
 }
 
-/// A multi-threaded FastCGI responder over libfcgi.
+/// A multi-threaded FastCGI responder.
 ///
-/// `run` blocks the calling thread until `stop()` (from any thread, e.g. a signal thread): the workers
-/// stop accepting, finish the request each one is serving, and `run` returns.
+/// `run` blocks the calling thread until `stop()` (from any thread, e.g. a signal thread) has drained the
+/// server: no new connection is accepted, every request that arrives on an open connection is answered, kept
+/// connections are closed once idle (or at `Limits.drainTimeout`), and `run` returns.
 public final class Server: Sendable {
     public let listen: Listen
-    public let workers: Int
-    public let maxBodyBytes: Int
+    public let lanes: [Lane]
+    public let limits: Limits
     /// What the socket is bound to, for logs: the unix path, `host:port` (the real port when 0 was
     /// asked for), or `fd N` when inherited.
     public var address: String { listener.address }
+    /// Worker threads: the lanes' `workers` together, plus one. At most that sum of requests run at once, so
+    /// one thread is always free to read: a request that cannot run yet is still read, queued and, if it waits
+    /// too long, answered with the overload response.
+    public var workers: Int { lanes.reduce(1) { $0 + $1.workers } }
 
     let listener: Listener
-    let dispatcher: Dispatcher
-    private let wakeRead: Int32
-    private let wakeWrite: Int32
     private let stopping = Atomic<Bool>(false)
     private let phase = Mutex<Phase>(.ready)
-    private let failure = Mutex<FastCGIError?>(nil)
+    private let current = Mutex<Dispatcher?>(nil)
+    /// Open connections (tests wait on it).
+    let open = Gauge()
     /// The sigwait thread of `stopOnTerminationSignals`, reachable by tests through pthread_kill.
     let signalThread = Mutex<pthread_t?>(nil)
 
     private enum Phase { case ready, running, finished }
 
-    /// Opens (or adopts) the listening socket. `socketMode` is the permission of a unix socket file:
-    /// the default 0o660 lets the owner and the group connect, so run the service with nginx's group
-    /// (www-data) or pass 0o666 and protect the socket's directory instead.
-    ///
-    /// `ioTimeout` bounds how long a worker blocks on one connection: reading a request that has begun to
-    /// arrive, or writing an answer the web server does not read (the connection is then closed).
-    public init(listen: Listen, workers: Int, maxBodyBytes: Int, socketMode: UInt32 = 0o660,
-                backlog: Int32 = SOMAXCONN, ioTimeout: Duration = .seconds(30)) throws(FastCGIError) {
-        guard workers >= 1, maxBodyBytes >= 0, socketMode <= 0o777 else {
-            throw FastCGIError(.badConfiguration, "workers must be >= 1 and maxBodyBytes >= 0")
-        }
-        guard fastCGILibraryStatus == 0 else {
-            throw FastCGIError(.startFailed, "FCGX_Init returned \(fastCGILibraryStatus)")
-        }
-        let pipeEnds = try makeWakePipe()
-        do throws(FastCGIError) {
-            let listener = try Listener.open(listen, socketMode: socketMode, backlog: backlog)
-            do throws(FastCGIError) {
-                self.dispatcher = try Dispatcher(listenFd: listener.fd, wakeFd: pipeEnds[0], ioTimeout: ioTimeout)
-            } catch {
-                listener.close()
-                throw error
-            }
-            self.listener = listener
-        } catch {
-            Glibc.close(pipeEnds[0])
-            Glibc.close(pipeEnds[1])
-            throw error
-        }
+    /// Opens (or adopts) the listening socket. The server runs `workers` threads (the lanes' together, plus one).
+    /// `socketMode` is
+    /// the permission of a unix socket file: the default 0o660 lets the owner and the group connect, so run
+    /// the service with nginx's group (www-data) or pass 0o666 and protect the socket's directory instead.
+    public init(listen: Listen, lanes: [Lane], limits: Limits, socketMode: UInt32 = 0o660,
+                backlog: Int32 = SOMAXCONN) throws(FastCGIError) {
+        try Self.validate(lanes: lanes, limits: limits)
+        guard socketMode <= 0o777 else { throw FastCGIError(.badConfiguration, "socket mode \(socketMode)") }
+        self.listener = try Listener.open(listen, socketMode: socketMode, backlog: backlog)
         self.listen = listen
-        self.workers = workers
-        self.maxBodyBytes = maxBodyBytes
-        self.wakeRead = pipeEnds[0]
-        self.wakeWrite = pipeEnds[1]
+        self.lanes = lanes
+        self.limits = limits
+    }
+
+    /// One lane of `workers` for every request, with the default limits around `maxBodyBytes`.
+    public convenience init(listen: Listen, workers: Int, maxBodyBytes: Int, socketMode: UInt32 = 0o660,
+                            backlog: Int32 = SOMAXCONN, requestTimeout: Duration = .seconds(10)) throws(FastCGIError) {
+        try self.init(listen: listen, lanes: [Lane(name: "default", workers: workers)],
+                      limits: Limits(maxBodyBytes: maxBodyBytes, requestTimeout: requestTimeout),
+                      socketMode: socketMode, backlog: backlog)
     }
 
     /// Adopts an already listening socket (tests use it for the `.inherited` path without fd 0).
-    init(adopting fd: Int32, workers: Int, maxBodyBytes: Int) throws(FastCGIError) {
-        guard fastCGILibraryStatus == 0 else {
-            throw FastCGIError(.startFailed, "FCGX_Init returned \(fastCGILibraryStatus)")
-        }
-        let pipeEnds = try makeWakePipe()
-        do throws(FastCGIError) {
-            let listener = try Listener.inherited(fd: fd)
-            self.dispatcher = try Dispatcher(listenFd: listener.fd, wakeFd: pipeEnds[0])
-            self.listener = listener
-        } catch {
-            Glibc.close(pipeEnds[0])
-            Glibc.close(pipeEnds[1])
-            throw error
-        }
+    init(adopting fd: Int32, lanes: [Lane], limits: Limits) throws(FastCGIError) {
+        try Self.validate(lanes: lanes, limits: limits)
+        self.listener = try Listener.inherited(fd: fd)
         self.listen = .inherited
-        self.workers = workers
-        self.maxBodyBytes = maxBodyBytes
-        self.wakeRead = pipeEnds[0]
-        self.wakeWrite = pipeEnds[1]
+        self.lanes = lanes
+        self.limits = limits
     }
 
-    deinit {
-        listener.close()
-        Glibc.close(wakeRead)
-        Glibc.close(wakeWrite)
+    convenience init(adopting fd: Int32, workers: Int, maxBodyBytes: Int) throws(FastCGIError) {
+        try self.init(adopting: fd, lanes: [Lane(name: "default", workers: workers)], limits: Limits(maxBodyBytes: maxBodyBytes))
     }
 
-    /// Serves until `stop()`: starts `workers` threads, each calling `makeHandler(index)` on itself
-    /// once and then answering one request at a time. Returns when every worker has finished.
-    /// Throws when a worker could not start or accepting failed for good (the others are stopped).
-    /// A server runs once; the listening socket it opened is closed (and its unix socket file
-    /// removed) before `run` returns.
-    public func run(makeHandler: @escaping @Sendable (Int) -> any Handler) throws(FastCGIError) {
+    private static func validate(lanes: [Lane], limits: Limits) throws(FastCGIError) {
+        guard !lanes.isEmpty, lanes.allSatisfy({ $0.workers >= 1 && $0.queueLimit >= 1 && $0.maxWait > .zero }) else {
+            throw FastCGIError(.badConfiguration, "every lane needs at least one worker, a queue and a wait bound")
+        }
+        guard limits.isValid else { throw FastCGIError(.badConfiguration, "a limit is out of range") }
+    }
+
+    deinit { listener.close() }
+
+    /// What the running (or last) server has done; zeros before `run`.
+    public var statistics: Statistics { current.withLock { $0?.statistics } ?? Statistics() }
+
+    /// Connections open right now (tests).
+    var openConnections: Int { open.current }
+
+    /// Waits until the number of open connections satisfies `predicate` (tests); false on timeout.
+    func waitForOpenConnections(timeout: Duration = .seconds(10), _ predicate: (Int) -> Bool) -> Bool {
+        open.wait(timeout: timeout, until: predicate)
+    }
+
+    /// Serves until `stop()` has drained the server.
+    ///
+    /// - `classify` picks the lane (an index into `lanes`; out of range means lane 0) of each request once its
+    ///   parameters and body have arrived; it runs on a worker, so keep it cheap.
+    /// - `overloaded` is the answer the server sends itself when a lane's queue is full, or a request waited in
+    ///   it longer than the lane's `maxWait` (e.g. a 503 with Retry-After).
+    /// - `report` hears every connection closed for a protocol violation or timeout, every overload, every
+    ///   response replaced by a 500 (codes of `FastCGIError`; details never carry request data).
+    /// - `makeHandler(worker)` runs once on each worker thread (`workers`: all lanes' together, plus one); a
+    ///   worker serves requests of any lane, within each lane's limit.
+    ///
+    /// The calling thread keeps the deadlines and the stop. SIGPIPE is ignored from then on. Throws when a thread could not start or the
+    /// listening socket failed for good. A server runs once; the listening socket it opened is closed (and its
+    /// unix socket file removed) when the stop begins.
+    public func run(classify: @escaping @Sendable (Request) -> Int,
+                    overloaded: @escaping @Sendable (Request) -> Response,
+                    report: @escaping @Sendable (FastCGIError) -> Void = { _ in },
+                    makeHandler: @escaping @Sendable (_ worker: Int) -> any Handler) throws(FastCGIError) {
         let started = phase.withLock { phase in
             guard phase == .ready else { return false }
             phase = .running
@@ -111,30 +117,45 @@ public final class Server: Sendable {
         guard started else { throw FastCGIError(.alreadyRun, "a Server runs once") }
         defer {
             listener.close()
-            dispatcher.closeAll()
             phase.withLock { $0 = .finished }
         }
+        // A peer that vanishes is a write error on its connection, never the end of the process (sockets are
+        // written with MSG_NOSIGNAL; this covers every other write of the process, as libfcgi's init did).
+        signal(SIGPIPE, SIG_IGN)
+        let dispatcher = try Dispatcher(listener: listener, lanes: lanes, limits: limits, open: open, classify: classify,
+                                        overloaded: overloaded, report: report)
+        current.withLock { $0 = dispatcher }
+        if stopping.load(ordering: .acquiring) { dispatcher.requestStop() }
+
         var threads: [pthread_t] = []
-        for index in 0..<workers {
-            guard let thread = startThread({ self.serve(worker: index, makeHandler: makeHandler) }) else {
-                fail(FastCGIError(.startFailed, errnoText("pthread_create")))
+        var startError: FastCGIError?
+        for worker in 0..<workers {
+            guard let thread = startThread({ dispatcher.work(handler: makeHandler(worker)) }) else {
+                startError = FastCGIError(.startFailed, errnoText("pthread_create"))
+                dispatcher.requestStop()
                 break
             }
             threads.append(thread)
         }
+        dispatcher.run()
         for thread in threads { pthread_join(thread, nil) }
-        if let error = failure.withLock({ $0 }) { throw error }
+        if let error = startError ?? dispatcher.failed { throw error }
     }
 
-    /// Graceful stop, safe from any thread and more than once: no new request is accepted, requests
-    /// being served finish and are answered, then `run` returns. Requests the web server has queued
-    /// on the socket but no worker has accepted are not served (nginx answers them 502, unless a
-    /// successor inherits the socket, as with systemd socket activation).
+    /// Serves every request in the first lane, with a plain 503 as the overload answer.
+    public func run(makeHandler: @escaping @Sendable (Int) -> any Handler) throws(FastCGIError) {
+        try run(classify: { _ in 0 },
+                overloaded: { _ in Response(status: 503, contentType: "text/plain", body: "overloaded\n", headers: [("Retry-After", "1")]) },
+                makeHandler: makeHandler)
+    }
+
+    /// Graceful stop, safe from any thread and more than once (also before `run`): no new connection is
+    /// accepted, requests that arrive on open connections are answered (and their connections closed after the
+    /// answer), idle kept connections are closed, then `run` returns. With an inherited socket, connections the
+    /// web server has queued on it wait there for the next process (systemd socket activation, a socket holder).
     public func stop() {
         guard !stopping.exchange(true, ordering: .acquiringAndReleasing) else { return }
-        // The byte stays unread, so the pipe remains readable and wakes every worker's epoll_wait.
-        var byte: UInt8 = 1
-        _ = Glibc.write(wakeWrite, &byte, 1)
+        current.withLock { $0 }?.requestStop()
     }
 
     /// Makes SIGTERM and SIGINT call `stop()`: blocks both signals in the calling thread (and so in
@@ -163,94 +184,6 @@ public final class Server: Sendable {
         pthread_detach(thread)
         signalThread.withLock { $0 = thread }
     }
-
-    private func fail(_ error: FastCGIError) {
-        failure.withLock { if $0 == nil { $0 = error } }
-        stop()
-    }
-
-    /// One worker: take the next ready thing from the dispatcher (a connection to accept, a request on a
-    /// connection, or the stop), let libfcgi parse the request, answer it, give a kept connection back.
-    private func serve(worker index: Int, makeHandler: @Sendable (Int) -> any Handler) {
-        let handler = makeHandler(index)
-        let slot = RequestSlot()
-        serving: while !stopping.load(ordering: .acquiring) {
-            switch dispatcher.next() {
-            case .stop:
-                break serving
-            case .failed(let code):
-                fail(FastCGIError(.acceptFailed, errnoText("epoll_wait", code)))
-                return
-            case .listener:
-                switch dispatcher.acceptConnection() {
-                case .ready(let fd):
-                    answer(on: fd, watched: false, slot: slot, handler: handler)
-                case .done:
-                    continue
-                case .exhausted:
-                    usleep(10_000)  // out of descriptors or memory: do not spin on the still-ready listener
-                    dispatcher.rearmListener()
-                case .failed(let code):
-                    fail(FastCGIError(.acceptFailed, errnoText("accept", code)))
-                    return
-                }
-            case .connection(let fd):
-                answer(on: fd, watched: true, slot: slot, handler: handler)
-            }
-        }
-        // Stopping: requests already waiting on open connections are answered (each connection is closed
-        // after its answer); connections still idle are closed when `run` returns.
-        while case let waiting = dispatcher.waitingConnections(), !waiting.isEmpty {
-            for fd in waiting { answer(on: fd, watched: true, slot: slot, handler: handler) }
-        }
-    }
-
-    /// Serves the request arriving on `fd` (owned by this worker), then parks the connection if it is kept.
-    private func answer(on fd: Int32, watched: Bool, slot: RequestSlot, handler: any Handler) {
-        // false: the web server closed the connection, or sent no valid request (libfcgi closed it).
-        guard slot.begin(on: fd) else {
-            dispatcher.closed(fd)
-            return
-        }
-        let request = slot.read(maxBodyBytes: maxBodyBytes)
-        // A request whose input broke off (the peer vanished, or stalled past ioTimeout) is not handled:
-        // its body may be cut short. libfcgi closes the connection in finish.
-        if !slot.inputFailed { slot.write(handler.handle(request)) }
-        if slot.finish(drainingInput: !request.bodyTooLarge) {
-            if stopping.load(ordering: .acquiring) {
-                dispatcher.close(fd)  // answered; nginx must not send another request on it
-            } else {
-                dispatcher.park(fd, watched: watched)
-            }
-        } else {
-            dispatcher.closed(fd)
-        }
-    }
-}
-
-/// FCGX_Init, once per process. libfcgi installs SIGTERM and SIGUSR1 handlers that set a flag making
-/// every later read fail; those are undone so SIGTERM keeps its default meaning (or
-/// `stopOnTerminationSignals`). Its SIGPIPE handler stays: a vanished peer is a write error, not death.
-private let fastCGILibraryStatus: Int32 = {
-    var term = sigaction()
-    var usr1 = sigaction()
-    sigaction(SIGTERM, nil, &term)
-    sigaction(SIGUSR1, nil, &usr1)
-    let status = FCGX_Init()
-    sigaction(SIGTERM, &term, nil)
-    sigaction(SIGUSR1, &usr1, nil)
-    return status
-}()
-
-/// The self-pipe `stop()` writes to; both ends non-blocking and close-on-exec.
-private func makeWakePipe() throws(FastCGIError) -> [Int32] {
-    var ends: [Int32] = [-1, -1]
-    guard pipe(&ends) == 0 else { throw FastCGIError(.startFailed, errnoText("pipe")) }
-    for end in ends {
-        _ = fcntl(end, F_SETFD, FD_CLOEXEC)
-        _ = fcntl(end, F_SETFL, fcntl(end, F_GETFL) | O_NONBLOCK)
-    }
-    return ends
 }
 
 /// A closure to run on a new thread.
@@ -259,7 +192,7 @@ private final class ThreadStart: Sendable {
     init(_ body: @escaping @Sendable () -> Void) { self.body = body }
 }
 
-/// Starts a joinable pthread (blocking libfcgi and handler calls never run on Swift's cooperative pool).
+/// Starts a joinable pthread (blocking handler calls never run on Swift's cooperative pool).
 func startThread(_ body: @escaping @Sendable () -> Void) -> pthread_t? {
     let context = Unmanaged.passRetained(ThreadStart(body)).toOpaque()
     var thread = pthread_t()

@@ -20,8 +20,12 @@ public struct Configuration: Sendable, Equatable {
     public var jwksFile: String?
     /// A unix socket path or `host:port`; nil means the FastCGI socket inherited as fd 0.
     public var listen: String?
-    /// Worker threads (1...1024).
+    /// Default-lane requests (sign-ins and everything that is not a check) running at once (1...1024).
     public var workers: Int
+    /// Checks-lane requests (`/auth/session`, `/healthz`, `/readyz`, `/metrics`) running at once (1...1024).
+    public var checkWorkers: Int
+    /// The longest a FastCGI request may take to arrive, first byte to last, in seconds (1...300).
+    public var requestTimeout: Int64
     /// Google Workspace domains (`hd` claim) allowed to sign in, lower-cased; empty means any account.
     public var hostedDomains: [String]
     /// Tolerance in seconds for `iat`/`exp` checks (0...600).
@@ -152,6 +156,26 @@ public struct Configuration: Sendable, Equatable {
             workers = Self.defaultWorkers(processorCount: processorCount)
         }
 
+        // TOKENSIGNIN_CHECK_WORKERS
+        if let text = value(.checkWorkers) {
+            guard let number = Self.decimal(text), (1...1024).contains(number) else {
+                throw Self.invalid("\(Setting.checkWorkers.variable) must be a positive integer (1...1024), got '\(text)'")
+            }
+            checkWorkers = Int(number)
+        } else {
+            checkWorkers = Self.defaultWorkers(processorCount: processorCount)
+        }
+
+        // TOKENSIGNIN_REQUEST_TIMEOUT
+        if let text = value(.requestTimeout) {
+            guard let seconds = Self.parseDuration(text), seconds <= 300 else {
+                throw Self.invalid("\(Setting.requestTimeout.variable) must be a duration from 1s to 300s (e.g. 10s), got '\(text)'")
+            }
+            requestTimeout = seconds
+        } else {
+            requestTimeout = Self.defaultRequestTimeout
+        }
+
         // TOKENSIGNIN_HOSTED_DOMAINS
         if let text = value(.hostedDomains) {
             hostedDomains = try Self.list(text, .hostedDomains).map { $0.lowercased() }
@@ -242,6 +266,7 @@ public struct Configuration: Sendable, Equatable {
     public static let defaultSessionTTL: Int64 = 30 * 86_400
     public static let defaultSessionIdleTTL: Int64 = 7 * 86_400
     public static let defaultMaxSessionsPerUser = 100
+    public static let defaultRequestTimeout: Int64 = 10
 
     /// Two workers per core (they mostly wait on PostgreSQL), within 1...1024.
     public static func defaultWorkers(processorCount: Int) -> Int {
@@ -281,6 +306,8 @@ public struct Configuration: Sendable, Equatable {
         case jwksFile = "JWKS_FILE"
         case listen = "LISTEN"
         case workers = "WORKERS"
+        case checkWorkers = "CHECK_WORKERS"
+        case requestTimeout = "REQUEST_TIMEOUT"
         case hostedDomains = "HOSTED_DOMAINS"
         case clockSkew = "CLOCK_SKEW"
         case databaseURL = "DATABASE_URL"
@@ -306,7 +333,9 @@ public struct Configuration: Sendable, Equatable {
             case .jwksURL: "Google's key set URL (default \(KeySource.googleURL))"
             case .jwksFile: "a local JWKS file used instead of the URL (default: unset)"
             case .listen: "unix socket path or host:port (default: the socket inherited as fd 0)"
-            case .workers: "worker threads, 1...1024 (default: 2 per core)"
+            case .workers: "sign-ins and the rest running at once, 1...1024 (default: 2 per core)"
+            case .checkWorkers: "session checks and health running at once, 1...1024 (default: 2 per core)"
+            case .requestTimeout: "longest a FastCGI request may take to arrive, 1s...300s (default 10s)"
             case .hostedDomains: "comma-separated Workspace domains allowed (default: any account)"
             case .clockSkew: "seconds of clock tolerance, 0...600 (default 60)"
             case .databaseURL: "postgresql:// URL (default: libpq's PG* variables)"

@@ -12,7 +12,9 @@ public enum Serve {
         let server: Server
         do {
             let listen = try Listen.parse(configuration.listen)
-            server = try Server(listen: listen, workers: configuration.workers, maxBodyBytes: Configuration.maxBodyBytes)
+            server = try Server(listen: listen, lanes: lanes(configuration),
+                                limits: Limits(maxBodyBytes: Configuration.maxBodyBytes,
+                                               requestTimeout: .seconds(configuration.requestTimeout)))
             // Before any other thread exists, so every thread inherits the blocked signals.
             try server.stopOnTerminationSignals()
         } catch {
@@ -43,16 +45,69 @@ public enum Serve {
 
         log.info("started", ["version": Version.number, "build": Version.build,
                              "listen": server.address, "workers": String(configuration.workers),
+                             "check_workers": String(configuration.checkWorkers),
                              "client_ids": configuration.clientIDs.joined(separator: ","),
                              "keys": configuration.jwksFile ?? configuration.jwksURL])
         do {
-            let service = Service(configuration: configuration, tokens: keys, log: log, clock: clock, metrics: metrics)
-            try server.run { _ in
-                Application(service: service, store: PostgresStore(configuration, log: log, metrics: metrics))
-            }
+            let service = Service(configuration: configuration, tokens: keys, log: log, clock: clock, metrics: metrics,
+                                  samples: { [server] in samples(of: server) })
+            try server.run(classify: lane(of:), overloaded: { _ in overloadedResponse },
+                           report: { event in reportFastCGI(event, log: log) },
+                           makeHandler: { _ in
+                               Application(service: service, store: PostgresStore(configuration, log: log, metrics: metrics))
+                           })
         } catch {
             throw SignInError(.serverFailed, "the FastCGI server failed: \(error.code.name) \(error.detail)")
         }
         log.info("stopped", [:])
+    }
+
+    /// The default lane (index 0) takes sign-ins and everything else; the checks lane (index 1) the requests
+    /// a protected site or a monitor waits on, so a slow database under sign-ins never delays them.
+    static func lanes(_ configuration: Configuration) -> [Lane] {
+        [Lane(name: "default", workers: configuration.workers, queueLimit: 16 * configuration.workers, maxWait: .seconds(5)),
+         Lane(name: "checks", workers: configuration.checkWorkers, queueLimit: 64 * configuration.checkWorkers, maxWait: .seconds(2))]
+    }
+
+    /// The lane of a request: 1 (checks) for the routes that must never queue behind sign-ins (`Route.isCheck`).
+    @Sendable static func lane(of request: Request) -> Int {
+        (try? Route.match(request))?.isCheck == true ? 1 : 0
+    }
+
+    /// What the FastCGI server answers itself when a lane's queue is full or a request waited too long.
+    static let overloadedResponse = Failure(.temporarilyUnavailable, "the service is busy; try again shortly", reason: "overloaded",
+                                            headers: [("Retry-After", "1")]).response
+
+    /// The server's gauges and counters for `/metrics`.
+    static func samples(of server: Server) -> [Metrics.Sample] {
+        var samples = server.laneUsage.flatMap { lane in [
+            Metrics.Sample(name: "tokensignin_busy_workers", help: "Requests running, by lane (checks never wait for sign-ins).",
+                           labels: [("lane", lane.name)], value: Double(lane.running)),
+            Metrics.Sample(name: "tokensignin_lane_capacity", help: "Requests a lane may run at once.",
+                           labels: [("lane", lane.name)], value: Double(lane.workers)),
+            Metrics.Sample(name: "tokensignin_queued_requests", help: "Requests waiting for their lane.",
+                           labels: [("lane", lane.name)], value: Double(lane.waiting)),
+        ] }
+        let statistics = server.statistics
+        for (name, help, value) in [
+            ("connections_accepted", "FastCGI connections accepted from nginx.", statistics.connectionsAccepted),
+            ("protocol_violations", "FastCGI connections closed for breaking the protocol or a limit.", statistics.protocolViolations),
+            ("request_timeouts", "FastCGI connections closed because a request did not arrive in time.", statistics.timeouts),
+            ("overloaded", "Requests answered 503 because their lane's queue was full or they waited too long.", statistics.overloaded),
+            ("invalid_responses", "Answers replaced by a 500 because a header could not be sent.", statistics.invalidResponses),
+            ("write_failures", "Answers that could not be written to nginx.", statistics.writeFailures),
+        ] {
+            samples.append(Metrics.Sample(name: "tokensignin_fastcgi_\(name)_total", help: help, type: "counter", value: Double(value)))
+        }
+        return samples
+    }
+
+    /// One log line per connection the FastCGI layer closed, overload answer or replaced response (no request data).
+    static func reportFastCGI(_ event: FastCGIError, log: Log) {
+        switch event.code {
+        case .overloaded: log.warning("overloaded", ["detail": event.detail])
+        case .invalidResponse: log.error("invalid_response", ["detail": event.detail])
+        default: log.warning("fastcgi_connection_closed", ["reason": event.code.name, "detail": event.detail])
+        }
     }
 }

@@ -81,8 +81,10 @@ final class Stack: @unchecked Sendable {
     /// libpq settings of the cluster this stack uses (the shared test cluster unless a test brings its own).
     let postgres: [String: String]
 
-    /// How the responder gets its socket: it creates it (TOKENSIGNIN_LISTEN), or spawn-fcgi hands it over as fd 0.
-    enum Launch { case listen, spawnFCGI }
+    /// How the responder gets its socket: it creates it (TOKENSIGNIN_LISTEN), spawn-fcgi hands it over as fd 0,
+    /// or scripts/socket-holder holds it and hands it to each `serve` it starts as fd 3 (LISTEN_FDS), as
+    /// systemd socket activation does.
+    enum Launch { case listen, spawnFCGI, holder }
     private let launch: Launch
 
     init(_ name: String, environment: [String: String] = [:], postgres: [String: String] = [:],
@@ -133,6 +135,29 @@ final class Stack: @unchecked Sendable {
     var keyPath: String { directory.appendingPathComponent("keys/dev-signing-key.pem").path }
     var jwksPath: String { directory.appendingPathComponent("keys/dev-jwks.json").path }
     var logPath: String { directory.appendingPathComponent("tokensignin.log").path }
+    var holderStatusPath: String { directory.appendingPathComponent("holder.status").path }
+
+    /// With `.holder`: how many `serve` processes the holder has started (0 before the first).
+    var holderGeneration: Int {
+        let text = (try? String(contentsOfFile: holderStatusPath, encoding: .utf8)) ?? ""
+        return Int(text.split(separator: " ").first ?? "") ?? 0
+    }
+
+    /// With `.holder`: a restart the way `systemctl restart` does it (the running `serve` drains and exits,
+    /// then a new one starts on the same socket); returns once the new one has been started.
+    func restartServer() throws {
+        guard launch == .holder, let pid = server else { throw StackError("restartServer needs launch: .holder") }
+        let generation = holderGeneration
+        kill(pid, SIGHUP)
+        // The holder rewrites its status file once it has started the new process, which logs `started`
+        // once it serves (a restart before that would stop a process that never served).
+        func ready() -> Bool {
+            holderGeneration > generation && serverLog.components(separatedBy: "event=started").count - 1 > generation
+        }
+        let deadline = Date().addingTimeInterval(20)
+        while !ready() && Date() < deadline { usleep(5_000) }
+        guard ready() else { throw StackError("the holder did not restart serve: \(serverLog)") }
+    }
 
     var databaseEnvironment: [String: String] { postgres.merging(["PGDATABASE": database]) { $1 } }
 
@@ -167,6 +192,11 @@ final class Stack: @unchecked Sendable {
             // spawn-fcgi creates the socket and execs `serve` with it as fd 0 (-n: no fork, so pid is ours).
             environment["TOKENSIGNIN_LISTEN"] = nil
             pid = try spawnProgram("/usr/bin/spawn-fcgi", ["-n", "-s", socketPath, "-M", "0660", "--", Paths.binary, "serve"],
+                                   environment: environment, actions: &actions)
+        case .holder:
+            environment["TOKENSIGNIN_LISTEN"] = nil
+            pid = try spawnProgram("/usr/bin/python3", [Paths.script("socket-holder"), "--socket", socketPath,
+                                                        "--status", holderStatusPath, "--", Paths.binary, "serve"],
                                    environment: environment, actions: &actions)
         }
         server = pid

@@ -82,17 +82,30 @@ final class Recorder: Sendable {
     var requests: [Request] { seen.withLock { $0 } }
 }
 
-/// A counter that lets a test wait until something happened on another thread.
-final class Latch: Sendable {
-    private let state = Mutex<Int>(0)
-    func signal() { state.withLock { $0 += 1 } }
-    var count: Int { state.withLock { $0 } }
+/// A counter that lets a test wait until something happened on another thread (a condition variable: the
+/// waiter wakes when the count changes; the timeout only bounds a failure).
+final class Latch: @unchecked Sendable {
+    // SAFETY: `value` is only touched with `condition` locked.
+    private let condition = NSCondition()
+    private var value = 0
+    func signal() {
+        condition.lock()
+        value += 1
+        condition.broadcast()
+        condition.unlock()
+    }
+    var count: Int {
+        condition.lock()
+        defer { condition.unlock() }
+        return value
+    }
     /// Waits until the count reaches `target`; false on timeout.
     func wait(for target: Int, seconds: Double = 10) -> Bool {
         let deadline = Date().addingTimeInterval(seconds)
-        while count < target {
-            if Date() > deadline { return false }
-            usleep(2000)
+        condition.lock()
+        defer { condition.unlock() }
+        while value < target {
+            if !condition.wait(until: deadline) { return value >= target }
         }
         return true
     }
@@ -103,33 +116,61 @@ final class RunningServer: Sendable {
     let server: Server
     private let outcome = Outcome()
 
-    private final class Outcome: Sendable {
-        let result = Mutex<Result<Void, FastCGIError>?>(nil)
+    private final class Outcome: @unchecked Sendable {
+        // SAFETY: `result` is only touched with `condition` locked.
+        let condition = NSCondition()
+        var result: Result<Void, FastCGIError>?
     }
 
     init(_ server: Server, handler: @escaping @Sendable (Request) -> Response) {
         self.server = server
-        let thread = Thread { [server, outcome] in
-            do throws(FastCGIError) {
-                try server.run { _ in ClosureHandler(handler) }
-                outcome.result.withLock { $0 = .success(()) }
-            } catch {
-                outcome.result.withLock { $0 = .failure(error) }
+        start { () throws(FastCGIError) in try server.run { _ in ClosureHandler(handler) } }
+    }
+
+    /// Runs `server` with lanes: `classify` picks the lane, and a request of lane N is answered by `handlers[N]`.
+    init(_ server: Server, classify: @escaping @Sendable (Request) -> Int, overloaded: Response,
+         report: @escaping @Sendable (FastCGIError) -> Void = { _ in },
+         handlers: [@Sendable (Request) -> Response]) {
+        self.server = server
+        start { () throws(FastCGIError) in
+            try server.run(classify: classify, overloaded: { _ in overloaded }, report: report) { _ in
+                ClosureHandler { request in handlers[classify(request)](request) }
             }
+        }
+    }
+
+    private func start(_ body: @escaping @Sendable () throws(FastCGIError) -> Void) {
+        let thread = Thread { [outcome] in
+            let result: Result<Void, FastCGIError>
+            do throws(FastCGIError) {
+                try body()
+                result = .success(())
+            } catch {
+                result = .failure(error)
+            }
+            outcome.condition.lock()
+            outcome.result = result
+            outcome.condition.broadcast()
+            outcome.condition.unlock()
         }
         thread.start()
     }
 
-    var hasReturned: Bool { outcome.result.withLock { $0 != nil } }
+    var hasReturned: Bool {
+        outcome.condition.lock()
+        defer { outcome.condition.unlock() }
+        return outcome.result != nil
+    }
 
     /// Waits for `run` to return; nil on timeout.
     func waitForReturn(seconds: Double = 10) -> Result<Void, FastCGIError>? {
         let deadline = Date().addingTimeInterval(seconds)
-        while Date() < deadline {
-            if let done = outcome.result.withLock({ $0 }) { return done }
-            usleep(2000)
+        outcome.condition.lock()
+        defer { outcome.condition.unlock() }
+        while outcome.result == nil {
+            if !outcome.condition.wait(until: deadline) { break }
         }
-        return nil
+        return outcome.result
     }
 
     /// stop(), then wait for `run` to return.
@@ -149,11 +190,13 @@ func recordingHandler(_ recorder: Recorder) -> @Sendable (Request) -> Response {
 }
 
 /// A FastCGI client connection over a unix socket, speaking the records by hand (request id 1, as nginx does).
-final class RawFastCGIConnection {
+final class RawFastCGIConnection: @unchecked Sendable {
+    // SAFETY: the only state is the descriptor, set once; a test may write on one thread while it reads on
+    // another, which a socket allows.
     let fd: Int32
 
     init(unixPath: String) throws {
-        fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)
         withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: unixPath.utf8) }
@@ -191,25 +234,26 @@ final class RawFastCGIConnection {
     }
 
     func write(_ bytes: [UInt8]) throws {
-        let written = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
-        guard written == bytes.count else { throw TestFailure("short write") }
+        var offset = 0
+        while offset < bytes.count {
+            let written = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress! + offset, $0.count - offset, Int32(MSG_NOSIGNAL)) }
+            guard written > 0 else { throw TestFailure("write failed: errno \(errno)") }
+            offset += written
+        }
     }
 
     /// Reads records up to END_REQUEST and returns the CGI response from the STDOUT records.
     func readResponse(seconds: Double = 5) throws -> CGIResponse {
         var stdout: [UInt8] = []
         while true {
-            let header = try read(count: 8, seconds: seconds)
-            let type = header[1]
-            let content = Int(header[4]) << 8 | Int(header[5])
-            let body = try read(count: content + Int(header[6]), seconds: seconds)
-            if type == 6 { stdout += body.prefix(content) }
-            if type == 3 { return try CGIResponse(stdout) }
+            let record = try readRecord(seconds: seconds)
+            if record.type == 6 { stdout += record.content }
+            if record.type == 3 { return try CGIResponse(stdout) }
         }
     }
 
-    /// True when the responder closes the connection within `seconds`: no more bytes, then end of file
-    /// (with `discarding`, any bytes it still sends first are skipped).
+    /// True when the responder closes the connection within `seconds`: no more bytes, then end of file or a
+    /// reset (with `discarding`, any bytes it still sends first are skipped).
     func closedByPeer(seconds: Double = 5, discarding: Bool = false) -> Bool {
         var byte: UInt8 = 0
         while true {
@@ -217,7 +261,9 @@ final class RawFastCGIConnection {
             guard poll(&pending, 1, Int32(seconds * 1000)) == 1 else { return false }
             let got = Glibc.read(fd, &byte, 1)
             if got == 0 { return true }
-            if got < 0 || !discarding { return false }
+            // A close with our bytes unread arrives as a reset: closed all the same.
+            if got < 0 { return errno == ECONNRESET }
+            if !discarding { return false }
         }
     }
 
@@ -234,12 +280,53 @@ final class RawFastCGIConnection {
         return bytes
     }
 
-    private static func record(type: UInt8, _ content: [UInt8]) -> [UInt8] {
-        [1, type, 0, 1, UInt8(content.count >> 8), UInt8(content.count & 0xff), 0, 0] + content
+    /// One record: header (version 1), content, then `padding` bytes of padding.
+    static func record(type: UInt8, id: UInt16 = 1, _ content: [UInt8], padding: UInt8 = 0) -> [UInt8] {
+        [1, type, UInt8(id >> 8), UInt8(id & 0xff), UInt8(content.count >> 8), UInt8(content.count & 0xff), padding, 0]
+            + content + [UInt8](repeating: 0xAA, count: Int(padding))
     }
 
-    private static func length(_ count: Int) -> [UInt8] {
+    /// Name-value pairs as PARAMS or GET_VALUES carry them, in the order given.
+    static func pairs(_ list: [(String, String)]) -> [UInt8] {
+        list.reduce(into: []) { bytes, pair in
+            bytes += length(pair.0.utf8.count) + length(pair.1.utf8.count) + Array(pair.0.utf8) + Array(pair.1.utf8)
+        }
+    }
+
+    /// BEGIN_REQUEST for `role` with FCGI_KEEP_CONN when `keep`.
+    static func begin(id: UInt16 = 1, role: UInt16 = 1, keep: Bool, padding: UInt8 = 0) -> [UInt8] {
+        record(type: 1, id: id, [UInt8(role >> 8), UInt8(role & 0xff), keep ? 1 : 0, 0, 0, 0, 0, 0], padding: padding)
+    }
+
+    /// A record as read back: type, request id, content.
+    struct Record: Equatable {
+        let type: UInt8
+        let id: UInt16
+        let content: [UInt8]
+    }
+
+    /// Reads one whole record.
+    func readRecord(seconds: Double = 5) throws -> Record {
+        let header = try read(count: 8, seconds: seconds)
+        let content = Int(header[4]) << 8 | Int(header[5])
+        let body = try read(count: content + Int(header[6]), seconds: seconds)
+        return Record(type: header[1], id: UInt16(header[2]) << 8 | UInt16(header[3]), content: Array(body.prefix(content)))
+    }
+
+    static func length(_ count: Int) -> [UInt8] {
         count < 128 ? [UInt8(count)]
             : [UInt8(count >> 24 | 0x80), UInt8(count >> 16 & 0xff), UInt8(count >> 8 & 0xff), UInt8(count & 0xff)]
     }
+}
+
+/// Waits for a condition that a file-system or process event makes true (a socket file vanishing), checking
+/// it every few milliseconds; false if it is still false after `seconds` (the bound of a failure).
+func eventually(seconds: Double = 10, _ condition: () -> Bool) -> Bool {
+    let deadline = Date().addingTimeInterval(seconds)
+    while !condition() {
+        if Date() > deadline { return false }
+        var pause = timespec(tv_sec: 0, tv_nsec: 2_000_000)
+        nanosleep(&pause, nil)
+    }
+    return true
 }

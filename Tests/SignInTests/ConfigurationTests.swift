@@ -17,6 +17,8 @@ private func rendered(_ config: Configuration, _ setting: Configuration.Setting)
     case .jwksFile: config.jwksFile ?? "nil"
     case .listen: config.listen ?? "nil"
     case .workers: String(config.workers)
+    case .checkWorkers: String(config.checkWorkers)
+    case .requestTimeout: String(config.requestTimeout)
     case .hostedDomains: config.hostedDomains.joined(separator: "|")
     case .clockSkew: String(config.clockSkew)
     case .databaseURL: config.databaseURL ?? "nil"
@@ -38,6 +40,8 @@ private func rendered(_ config: Configuration, _ setting: Configuration.Setting)
         (.jwksFile, "nil"),
         (.listen, "nil"),
         (.workers, "8"),
+        (.checkWorkers, "8"),
+        (.requestTimeout, "10"),
         (.hostedDomains, ""),
         (.clockSkew, "60"),
         (.databaseURL, "nil"),
@@ -79,6 +83,8 @@ private func rendered(_ config: Configuration, _ setting: Configuration.Setting)
         (.jwksFile, "/env.json", "/flag.json", "/flag.json"),
         (.listen, "/run/env.sock", "127.0.0.1:9000", "127.0.0.1:9000"),
         (.workers, "3", "5", "5"),
+        (.checkWorkers, "3", "6", "6"),
+        (.requestTimeout, "5s", "1m", "60"),
         (.hostedDomains, "env.example", "Example.COM,b.example", "example.com|b.example"),
         (.clockSkew, "10", "0", "0"),
         (.databaseURL, "postgresql://env/db", "postgres://flag/db", "postgres://flag/db"),
@@ -109,7 +115,7 @@ private func rendered(_ config: Configuration, _ setting: Configuration.Setting)
     @Test func flagNamesAreTheContractNames() {
         #expect(Configuration.Setting.allCases.map(\.variable) == [
             "TOKENSIGNIN_CLIENT_IDS", "TOKENSIGNIN_JWKS_URL", "TOKENSIGNIN_JWKS_FILE", "TOKENSIGNIN_LISTEN",
-            "TOKENSIGNIN_WORKERS", "TOKENSIGNIN_HOSTED_DOMAINS", "TOKENSIGNIN_CLOCK_SKEW", "TOKENSIGNIN_DATABASE_URL",
+            "TOKENSIGNIN_WORKERS", "TOKENSIGNIN_CHECK_WORKERS", "TOKENSIGNIN_REQUEST_TIMEOUT", "TOKENSIGNIN_HOSTED_DOMAINS", "TOKENSIGNIN_CLOCK_SKEW", "TOKENSIGNIN_DATABASE_URL",
             "TOKENSIGNIN_SESSION_TTL", "TOKENSIGNIN_SESSION_IDLE_TTL", "TOKENSIGNIN_COOKIE_NAME",
             "TOKENSIGNIN_SITE_ORIGINS", "TOKENSIGNIN_SIGNIN_REDIRECT", "TOKENSIGNIN_WEB_FORM_ORIGINS", "TOKENSIGNIN_MAX_SESSIONS_PER_USER",
             "TOKENSIGNIN_SQL_DIR", "TOKENSIGNIN_ALLOW_REMOTE_LISTEN",
@@ -196,6 +202,8 @@ private func rendered(_ config: Configuration, _ setting: Configuration.Setting)
         ("TOKENSIGNIN_SOMETHING", "1", "TOKENSIGNIN_SOMETHING is not a setting; `tokensignin serve --help` lists them"),
         ("TOKENSIGNIN_JWKS_URL", "http://example.com/certs", "TOKENSIGNIN_JWKS_URL must be an https:// URL (or http:// on 127.0.0.1, [::1] or localhost), got 'http://example.com/certs'"),
         ("TOKENSIGNIN_WORKERS", "x", "TOKENSIGNIN_WORKERS must be a positive integer (1...1024), got 'x'"),
+        ("TOKENSIGNIN_CHECK_WORKERS", "0", "TOKENSIGNIN_CHECK_WORKERS must be a positive integer (1...1024), got '0'"),
+        ("TOKENSIGNIN_REQUEST_TIMEOUT", "6m", "TOKENSIGNIN_REQUEST_TIMEOUT must be a duration from 1s to 300s (e.g. 10s), got '6m'"),
         ("TOKENSIGNIN_CLOCK_SKEW", "601", "TOKENSIGNIN_CLOCK_SKEW must be a whole number of seconds (0...600), got '601'"),
         ("TOKENSIGNIN_SESSION_TTL", "1w", "TOKENSIGNIN_SESSION_TTL must be a positive duration like 90, 90s, 15m, 12h or 30d (at most 3650d), got '1w'"),
         ("TOKENSIGNIN_DATABASE_URL", "host=db password=secret", "TOKENSIGNIN_DATABASE_URL must start with postgresql:// or postgres://"),
@@ -234,6 +242,11 @@ private func rendered(_ config: Configuration, _ setting: Configuration.Setting)
         ("TOKENSIGNIN_WORKERS", "+2"),
         ("TOKENSIGNIN_WORKERS", "2.5"),
         ("TOKENSIGNIN_WORKERS", "99999999999999999999999"),
+        ("TOKENSIGNIN_CHECK_WORKERS", "1025"),
+        ("TOKENSIGNIN_CHECK_WORKERS", "-1"),
+        ("TOKENSIGNIN_REQUEST_TIMEOUT", "0"),
+        ("TOKENSIGNIN_REQUEST_TIMEOUT", "301"),
+        ("TOKENSIGNIN_REQUEST_TIMEOUT", "1.5s"),
         ("TOKENSIGNIN_HOSTED_DOMAINS", "example.com,"),
         ("TOKENSIGNIN_HOSTED_DOMAINS", "exa mple.com"),
         ("TOKENSIGNIN_HOSTED_DOMAINS", "-example.com"),

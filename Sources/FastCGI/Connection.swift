@@ -1,0 +1,106 @@
+// One connection from the web server: its socket, its parser, and who holds it right now.
+import CFastCGI
+import Glibc
+import Synchronization
+
+/// A connection and its incoming stream. Exactly one thread holds it at a time: the worker that received its
+/// event (or took its queued request) until it parks or closes it, or nobody while it waits in the epoll set
+/// or a lane's queue. Only the holder closes it; the timer may only shut a parked one down.
+final class Connection: @unchecked Sendable {
+    // SAFETY: the fields other than `state` are touched by the one thread that holds the connection, or by the
+    // timer with `state` locked while it is parked. It changes hands through epoll_ctl/epoll_wait
+    // (EPOLLONESHOT: one event per arming, armed with `state` locked), a lane's mutex or the dispatcher's
+    // hand-back list, each of which orders memory between the two threads.
+    private var socket: Descriptor?
+    let fd: Int32
+    var parser: RequestParser
+    /// In the epoll set (added once; re-armed with EPOLL_CTL_MOD after that).
+    var registered = false
+    /// Since when the current request (or partial record) has been arriving, 0 when quiet (monotonic ns).
+    var busySince: UInt64
+    /// The last time bytes arrived.
+    var lastProgress: UInt64
+    /// When the stop's farewell was sent on this idle connection (0: not yet). Touched with `state` locked.
+    var farewellSent: UInt64 = 0
+
+    enum State: Equatable {
+        /// Held by a worker (or the timer), or queued to a lane.
+        case held
+        /// Parked between requests since this time; the stop sends it the farewell.
+        case idle(since: UInt64)
+        /// Parked with a request (or a record) begun: on the clock of `busySince` and `lastProgress`.
+        case waiting
+        case closed
+    }
+    let state = Mutex<State>(.held)
+    /// In the dispatcher's set of connections on the clock (set and cleared by the holder).
+    var onTheClock = false
+    /// The timer shut the socket down (a deadline passed, or the stop gave up on it); touched with `state`
+    /// locked. The next event ends with end-of-file, on which the holder closes it.
+    var shutDown = false
+
+    init(_ socket: consuming Descriptor, limits: Limits, now: UInt64) {
+        fd = socket.raw
+        self.socket = consume socket
+        parser = RequestParser(limits: limits)
+        busySince = now
+        lastProgress = now
+    }
+
+    var isOpen: Bool { socket != nil }
+
+    /// Closes the socket (once; later calls do nothing).
+    func close() {
+        socket.take()?.close()
+    }
+
+    enum ReadOutcome { case bytes(Int), wouldBlock, closed }
+
+    /// One non-blocking read into `scratch`, handed to the parser.
+    func read(into scratch: inout [UInt8]) -> ReadOutcome {
+        while true {
+            let got = scratch.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+            if got > 0 {
+                scratch.withUnsafeBytes { parser.receive(UnsafeRawBufferPointer(rebasing: $0[0..<got])) }
+                return .bytes(got)
+            }
+            if got == 0 { return .closed }
+            switch errno {
+            case EINTR: continue
+            case EAGAIN, EWOULDBLOCK: return .wouldBlock
+            default: return .closed
+            }
+        }
+    }
+
+    /// Writes all of `bytes`. Without a deadline it does not wait (the dispatcher never blocks): a peer whose
+    /// buffer is full loses the connection. With one, it polls for room until then. False when the bytes could
+    /// not all be written.
+    func write(_ bytes: [UInt8], until deadline: UInt64?) -> Bool {
+        bytes.withUnsafeBytes { raw in
+            var offset = 0
+            while offset < raw.count {
+                let sent = send(fd, raw.baseAddress! + offset, raw.count - offset, Int32(MSG_NOSIGNAL))
+                if sent > 0 {
+                    offset += sent
+                    continue
+                }
+                guard sent < 0 else { return false }
+                switch errno {
+                case EINTR:
+                    continue
+                case EAGAIN, EWOULDBLOCK:
+                    guard let deadline else { return false }
+                    let now = monotonicNanoseconds()
+                    guard now < deadline else { return false }
+                    var pending = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+                    let milliseconds = Int32(min((deadline - now) / 1_000_000 + 1, 60_000))
+                    if poll(&pending, 1, milliseconds) < 0 && errno != EINTR { return false }
+                default:
+                    return false
+                }
+            }
+            return true
+        }
+    }
+}

@@ -1,0 +1,219 @@
+// Hostile and unusual record streams on a live server's socket: each closes (or is answered on) its own
+// connection only, costs bounded memory and time, and never takes a worker from a well-behaved client.
+@testable import FastCGI
+import Foundation
+import Glibc
+import Testing
+
+private typealias Raw = RawFastCGIConnection
+
+/// Answers with the request path as the body.
+private let pathEcho: @Sendable (Request) -> Response = { request in
+    Response(status: 200, contentType: "text/plain", body: request.path)
+}
+
+/// The server still answers a normal request on a fresh connection.
+private func stillServes(_ dir: TempDir, seconds: Double = 5) throws -> Bool {
+    let next = try Raw(unixPath: dir.file("s"))
+    try next.send(params: ["DOCUMENT_URI": "/alive"], keep: false)
+    return try next.readResponse(seconds: seconds).body == Array("/alive".utf8)
+}
+
+@Suite(.serialized) struct ProtocolTests {
+    /// Review finding 6: FCGI_GET_VALUES listing FCGI_MAX_CONNS four times overflowed libfcgi's stack buffer
+    /// (SIGABRT, every worker gone). Now it gets one FCGI_GET_VALUES_RESULT naming each variable once.
+    @Test func getValuesWithRepeatedNamesIsAnsweredOnce() throws {
+        let dir = try TempDir()
+        let server = try Server(listen: .unix(dir.file("s")), lanes: [Lane(name: "default", workers: 1)],
+                                limits: Limits(maxBodyBytes: 64, maxConnections: 50))
+        let running = RunningServer(server, handler: pathEcho)
+        defer { running.stop() }
+        let connection = try Raw(unixPath: dir.file("s"))
+        try connection.write(Raw.record(type: 9, id: 0, Raw.pairs(Array(repeating: ("FCGI_MAX_CONNS", ""), count: 4)
+            + [("FCGI_MPXS_CONNS", "")])))
+        #expect(try connection.readRecord() == .init(type: 10, id: 0, content: Raw.pairs([("FCGI_MAX_CONNS", "50"), ("FCGI_MPXS_CONNS", "0")])))
+        try connection.write(Raw.record(type: 77, id: 0, []))
+        #expect(try connection.readRecord() == .init(type: 11, id: 0, content: [77, 0, 0, 0, 0, 0, 0, 0]))
+        // The same connection then carries a request.
+        try connection.send(params: ["DOCUMENT_URI": "/after"], keep: true)
+        #expect(try connection.readResponse().body == Array("/after".utf8))
+    }
+
+    /// Review finding 7: PARAMS name and value lengths of 0x7ffffffe each (a 28-byte record) overflowed
+    /// libfcgi's sum and aborted the process. Now that connection alone is closed.
+    @Test func overflowingParamLengthsCloseOnlyThatConnection() throws {
+        let dir = try TempDir()
+        let reports = Recorder()
+        let server = try Server(listen: .unix(dir.file("s")), lanes: [Lane(name: "default", workers: 1)], limits: Limits(maxBodyBytes: 64))
+        let running = RunningServer(server, classify: { _ in 0 }, overloaded: Response(status: 503),
+                                    report: { reports.record(Request(params: ["code": $0.code.name])) }, handlers: [pathEcho])
+        defer { running.stop() }
+        let attacker = try Raw(unixPath: dir.file("s"))
+        let record = Raw.record(type: 4, [0xff, 0xff, 0xff, 0xfe, 0xff, 0xff, 0xff, 0xfe] + Array("ABCDEFGHIJKL".utf8))
+        #expect(record.count == 28)
+        try attacker.write(Raw.begin(keep: true) + record + Raw.record(type: 4, []))
+        #expect(attacker.closedByPeer())
+        #expect(try stillServes(dir))
+        #expect(reports.requests.map { $0.params["code"] } == ["malformed_params"])
+        #expect(server.statistics.protocolViolations == 1)
+    }
+
+    /// Review finding 8: libfcgi allocated each parameter at its declared length (up to 2 GB) with no cap on
+    /// their number: four connections took the responder to 1.5 GB. Now PARAMS past `maxParamsBytes` close the
+    /// connection, and what a connection holds is bounded by the limits, not by what it declares.
+    @Test func hugeDeclaredParamsCostBoundedMemory() throws {
+        let dir = try TempDir()
+        let server = try Server(listen: .unix(dir.file("s")), lanes: [Lane(name: "default", workers: 1)], limits: Limits(maxBodyBytes: 64))
+        let running = RunningServer(server, handler: pathEcho)
+        defer { running.stop() }
+        let before = residentBytes()
+        let attackers = try (0..<4).map { _ in try Raw(unixPath: dir.file("s")) }
+        // A parameter declared at 2 GB - 1, then 16 MB of it in full-size records, on each of four connections.
+        let declared = Raw.begin(keep: true) + Raw.record(type: 4, [0xff, 0xff, 0xff, 0xff, 0x7f, 0xff, 0xff, 0xff])
+        let chunk = Raw.record(type: 4, Array(repeating: 0x41, count: 65535))
+        for attacker in attackers {
+            try attacker.write(declared)
+            for _ in 0..<256 {
+                guard (try? attacker.write(chunk)) != nil else { break }  // the responder closed it
+            }
+        }
+        for attacker in attackers { #expect(attacker.closedByPeer(discarding: true)) }
+        #expect(server.statistics.protocolViolations == 4)
+        #expect(residentBytes() - before < 32 << 20, "resident memory grew by \(residentBytes() - before) bytes")
+        #expect(try stillServes(dir))
+    }
+
+    /// Review finding 9: as many connections as workers each sending one byte stalled everyone (a normal
+    /// request waited 30.7 s). No worker reads a connection now: a normal request is answered at once.
+    @Test func connectionsSendingOneByteHoldNoWorker() throws {
+        let dir = try TempDir()
+        let server = try Server(listen: .unix(dir.file("s")), lanes: [Lane(name: "default", workers: 2)],
+                                limits: Limits(maxBodyBytes: 64, requestTimeout: .seconds(60), stallTimeout: .seconds(60)))
+        let running = RunningServer(server, handler: pathEcho)
+        defer { running.stop() }
+        let stalled = try (0..<8).map { _ in try Raw(unixPath: dir.file("s")) }
+        for connection in stalled { try connection.write([1]) }
+        #expect(server.waitForOpenConnections { $0 == 8 })
+        // Answered long before any of the stalled connections reaches its deadline (60 s).
+        #expect(try stillServes(dir, seconds: 20))
+    }
+
+    /// Review finding 9, the trickle: one byte every so often no longer holds anything forever. A request must
+    /// arrive whole within `requestTimeout` and never pause longer than `stallTimeout`.
+    @Test(arguments: [("trickling under the stall limit", 50, 4.0), ("silent mid-request", 100_000, 0.3)])
+    func slowRequestsAreClosedAtTheirDeadline(_ name: String, gapMilliseconds: Int, requestSeconds: Double) throws {
+        let dir = try TempDir()
+        let server = try Server(listen: .unix(dir.file("s")), lanes: [Lane(name: "default", workers: 1)],
+                                limits: Limits(maxBodyBytes: 64, requestTimeout: .milliseconds(Int(requestSeconds * 1000)),
+                                               stallTimeout: .milliseconds(300)))
+        let running = RunningServer(server, handler: pathEcho)
+        defer { running.stop() }
+        let slow = try Raw(unixPath: dir.file("s"))
+        let bytes = Raw.request(params: ["DOCUMENT_URI": "/slow", "HTTP_PAD": String(repeating: "p", count: 4000)], keep: true)
+        let closed = Latch()
+        Thread {
+            // Keeps sending until the responder closes the connection (a write then fails).
+            for byte in bytes {
+                if (try? slow.write([byte])) == nil { break }
+                var pause = timespec(tv_sec: gapMilliseconds / 1000, tv_nsec: (gapMilliseconds % 1000) * 1_000_000)
+                nanosleep(&pause, nil)
+                if closed.count > 0 { break }
+            }
+        }.start()
+        #expect(slow.closedByPeer(seconds: 10))
+        closed.signal()
+        #expect(server.statistics.timeouts == 1)
+        #expect(try stillServes(dir))
+    }
+
+    /// A stop is not held up by a peer that trickles: its request is closed at its deadline.
+    @Test func aTricklingPeerDoesNotHoldUpTheStopPastItsDeadline() throws {
+        let dir = try TempDir()
+        let server = try Server(listen: .unix(dir.file("s")), lanes: [Lane(name: "default", workers: 1)],
+                                limits: Limits(maxBodyBytes: 64, requestTimeout: .milliseconds(500)))
+        let running = RunningServer(server, handler: pathEcho)
+        let slow = try Raw(unixPath: dir.file("s"))
+        try slow.write(Array(Raw.request(params: ["DOCUMENT_URI": "/slow"], keep: true).prefix(20)))
+        #expect(server.waitForOpenConnections { $0 == 1 })
+        #expect(running.stop() != nil)
+        #expect(slow.closedByPeer())
+    }
+
+    /// Pipelining: a second request written right behind the first (even in the same write) is answered after it.
+    @Test func pipelinedRequestsOnAKeptConnectionAreAnsweredInOrder() throws {
+        let dir = try TempDir()
+        let running = RunningServer(try Server(listen: .unix(dir.file("s")), workers: 2, maxBodyBytes: 64), handler: pathEcho)
+        defer { running.stop() }
+        let connection = try Raw(unixPath: dir.file("s"))
+        try connection.write((1...3).flatMap { Raw.request(params: ["DOCUMENT_URI": "/p\($0)"], keep: true) })
+        for index in 1...3 { #expect(try connection.readResponse().body == Array("/p\(index)".utf8)) }
+        // The last one may end the connection: answered, then closed.
+        try connection.write(Raw.request(params: ["DOCUMENT_URI": "/p4"], keep: true) + Raw.request(params: ["DOCUMENT_URI": "/p5"], keep: false))
+        #expect(try connection.readResponse().body == Array("/p4".utf8))
+        #expect(try connection.readResponse().body == Array("/p5".utf8))
+        #expect(connection.closedByPeer())
+    }
+
+    @Test func paddedRecordsAreReadPastOnTheSocket() throws {
+        let dir = try TempDir()
+        let running = RunningServer(try Server(listen: .unix(dir.file("s")), workers: 1, maxBodyBytes: 64), handler: pathEcho)
+        defer { running.stop() }
+        let connection = try Raw(unixPath: dir.file("s"))
+        try connection.write(Raw.begin(keep: true, padding: 8) + Raw.record(type: 4, Raw.pairs([("DOCUMENT_URI", "/padded")]), padding: 3)
+            + Raw.record(type: 4, [], padding: 255) + Raw.record(type: 5, [], padding: 7))
+        #expect(try connection.readResponse().body == Array("/padded".utf8))
+        try connection.send(params: ["DOCUMENT_URI": "/next"], keep: true)
+        #expect(try connection.readResponse().body == Array("/next".utf8))
+    }
+
+    @Test func aSecondConcurrentRequestIDIsRefusedAndTheFirstAnswered() throws {
+        let dir = try TempDir()
+        let running = RunningServer(try Server(listen: .unix(dir.file("s")), workers: 1, maxBodyBytes: 64), handler: pathEcho)
+        defer { running.stop() }
+        let connection = try Raw(unixPath: dir.file("s"))
+        try connection.write(Raw.begin(id: 1, keep: true) + Raw.record(type: 4, id: 1, Raw.pairs([("DOCUMENT_URI", "/first")]))
+            + Raw.begin(id: 2, keep: true))
+        #expect(try connection.readRecord() == .init(type: 3, id: 2, content: [0, 0, 0, 0, 1, 0, 0, 0]))
+        try connection.write(Raw.record(type: 4, id: 1, []) + Raw.record(type: 5, id: 1, []))
+        #expect(try connection.readResponse().body == Array("/first".utf8))
+    }
+
+    @Test func anAbortedRequestIsEndedWithoutReachingTheHandler() throws {
+        let dir = try TempDir()
+        let recorder = Recorder()
+        let running = RunningServer(try Server(listen: .unix(dir.file("s")), workers: 1, maxBodyBytes: 64), handler: recordingHandler(recorder))
+        defer { running.stop() }
+        let connection = try Raw(unixPath: dir.file("s"))
+        try connection.write(Raw.begin(id: 5, keep: true) + Raw.record(type: 4, id: 5, Raw.pairs([("DOCUMENT_URI", "/aborted")]))
+            + Raw.record(type: 2, id: 5, []))
+        #expect(try connection.readRecord() == .init(type: 3, id: 5, content: [0, 0, 0, 0, 0, 0, 0, 0]))
+        try connection.send(params: ["DOCUMENT_URI": "/kept"], keep: true)
+        #expect(try connection.readResponse().body == Array("ok 0".utf8))
+        #expect(recorder.requests.map(\.path) == ["/kept"])
+    }
+
+    /// Garbage of every kind on many connections at once: each closed, the process and the workers untouched.
+    @Test func malformedStreamsCloseTheirConnectionOnly() throws {
+        let dir = try TempDir()
+        let server = try Server(listen: .unix(dir.file("s")), lanes: [Lane(name: "default", workers: 1)],
+                                limits: Limits(maxBodyBytes: 8, maxParamsBytes: 1024, maxParams: 10, maxStrayRecords: 4,
+                                               bodySlackBytes: 16, maxDiscardBytes: 1000))
+        let running = RunningServer(server, handler: pathEcho)
+        defer { running.stop() }
+        let streams = ParserTests.violations.sorted { $0.key < $1.key }
+        let connections = try streams.map { _ in try Raw(unixPath: dir.file("s")) }
+        for (connection, stream) in zip(connections, streams) { try connection.write(stream.value) }
+        for (connection, stream) in zip(connections, streams) {
+            #expect(connection.closedByPeer(discarding: true), "\(stream.key)")
+        }
+        #expect(server.statistics.protocolViolations == streams.count)
+        #expect(try stillServes(dir))
+    }
+}
+
+/// This process's resident set size (VmRSS), in bytes.
+private func residentBytes() -> Int {
+    let status = (try? String(contentsOfFile: "/proc/self/status", encoding: .utf8)) ?? ""
+    let line = status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") } ?? ""
+    return (Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "") ?? 0) * 1024
+}
