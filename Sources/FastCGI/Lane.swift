@@ -58,6 +58,9 @@ final class LaneGate: Sendable {
 
     var count: Int { waiting.load(ordering: .relaxed) }
 
+    /// Requests of this lane running now.
+    var running: Int { state.withLock { $0.running } }
+
     enum Admission { case run, queued, full }
 
     /// Lets the job run now (the caller handles it), queues it, or refuses it when the queue is full. One lock

@@ -83,6 +83,13 @@ public final class Server: Sendable {
     /// What the running (or last) server has done; zeros before `run`.
     public var statistics: Statistics { current.withLock { $0?.statistics } ?? Statistics() }
 
+    /// Each lane's capacity, running and waiting requests, for monitoring.
+    public var laneUsage: [(name: String, workers: Int, running: Int, waiting: Int)] {
+        current.withLock { dispatcher in
+            dispatcher?.gates.map { ($0.lane.name, $0.lane.workers, $0.running, $0.count) }
+        } ?? lanes.map { ($0.name, $0.workers, 0, 0) }
+    }
+
     /// Connections open right now (tests).
     var openConnections: Int { open.current }
 

@@ -8,12 +8,17 @@ import Glibc
 // allocated in init and freed in deinit, which runs when no thread can still reach the flight.
 final class Flight: @unchecked Sendable {
     let startedAt: Duration
+    /// When the flight began on the monotonic clock (real time, whatever the cache's clock says).
+    private let launched: timespec
     private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
     private let condition = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
     private var done = false
 
     init(startedAt: Duration) {
         self.startedAt = startedAt
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        launched = now
         pthread_mutex_init(mutex, nil)
         // Timed waits on the monotonic clock: a wall-clock step must not shorten or stretch them.
         var attributes = pthread_condattr_t()
@@ -32,15 +37,19 @@ final class Flight: @unchecked Sendable {
 
     /// Waits until the fetch has finished or `timeout` (real time) has passed; true when it has finished.
     func wait(timeout: Duration) -> Bool {
-        var deadline = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &deadline)
-        // At most a day, so the deadline cannot overflow.
-        let bounded = min(max(timeout, .zero), .seconds(86_400))
-        let (seconds, attoseconds) = bounded.components
-        var nanoseconds = Int(deadline.tv_nsec) + Int(attoseconds / 1_000_000_000)
-        deadline.tv_sec += Int(seconds) + nanoseconds / 1_000_000_000
-        nanoseconds %= 1_000_000_000
-        deadline.tv_nsec = nanoseconds
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        return wait(until: Self.adding(timeout, to: now))
+    }
+
+    /// Waits until the fetch has finished or `bound` (real time) has passed since it began; true when it has
+    /// finished. A request that joins a fetch already running for longer than `bound` does not wait at all.
+    func wait(atMostSinceLaunch bound: Duration) -> Bool {
+        wait(until: Self.adding(bound, to: launched))
+    }
+
+    private func wait(until deadline: timespec) -> Bool {
+        var deadline = deadline
         pthread_mutex_lock(mutex)
         while !done {
             if pthread_cond_timedwait(condition, mutex, &deadline) == ETIMEDOUT { break }
@@ -48,6 +57,17 @@ final class Flight: @unchecked Sendable {
         let finished = done
         pthread_mutex_unlock(mutex)
         return finished
+    }
+
+    /// `instant + duration`, the duration bounded to a day so the result cannot overflow.
+    private static func adding(_ duration: Duration, to instant: timespec) -> timespec {
+        var result = instant
+        let bounded = min(max(duration, .zero), .seconds(86_400))
+        let (seconds, attoseconds) = bounded.components
+        let nanoseconds = Int(instant.tv_nsec) + Int(attoseconds / 1_000_000_000)
+        result.tv_sec += Int(seconds) + nanoseconds / 1_000_000_000
+        result.tv_nsec = nanoseconds % 1_000_000_000
+        return result
     }
 
     func finish() {

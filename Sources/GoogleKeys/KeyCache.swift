@@ -4,7 +4,7 @@ import Synchronization
 
 /// Google's public keys for the whole process. Worker threads call `verify` (or `currentKeys`); every fetch runs on
 /// a background thread. A request never waits for a fetch while usable keys exist (fresh, or stale within the
-/// grace), and otherwise waits at most `Settings.maxWait`. See docs/keys.md for the behaviour operators rely on.
+/// grace), and otherwise waits at most `Settings.maxWait` from the start of the fetch it waits on. See docs/keys.md for the behaviour operators rely on.
 public final class KeyCache: Sendable {
     /// The tunables; the defaults suit Google's endpoint (max-age of several hours).
     public struct Settings: Sendable {
@@ -21,8 +21,10 @@ public final class KeyCache: Sendable {
         public var failureRetryInterval: Duration = .seconds(10)
         /// How long past expiry the last good keys are still served while refreshes fail.
         public var staleGrace: Duration = .seconds(86_400)
-        /// The longest a request waits for a fetch (real time): only when no usable keys are loaded, or for the
-        /// refetch its unknown kid started. Then it is answered `keys_unavailable` while the fetch goes on.
+        /// The longest a request waits for a fetch (real time, counted from the start of the fetch): only when no
+        /// usable keys are loaded, or for the refetch its unknown kid started. Then it is answered
+        /// `keys_unavailable` while the fetch goes on; a request arriving when the fetch has already run that long
+        /// is answered at once, so a hanging endpoint holds workers for one `maxWait`, not one per request.
         public var maxWait: Duration = .seconds(1)
         public var maxBodyBytes: Int = 1 << 20
         public var connectTimeout: Duration = .seconds(5)
@@ -225,7 +227,7 @@ public final class KeyCache: Sendable {
             return .success(entry)
         case .wait(let flight, let isNew):
             if isNew { launch(flight) }
-            let finished = flight.wait(timeout: settings.maxWait)
+            let finished = flight.wait(atMostSinceLaunch: settings.maxWait)
             let later = clock()
             return state.withLock { state in
                 if let entry = state.usable(at: later) { return .success(entry) }
@@ -259,7 +261,7 @@ public final class KeyCache: Sendable {
         var finished = false
         if let flight {
             launch(flight)
-            finished = flight.wait(timeout: settings.maxWait)
+            finished = flight.wait(atMostSinceLaunch: settings.maxWait)
         }
         return state.withLock { state in
             if let entry = state.entry, entry.generation != generation { return .keys(entry.keys) }

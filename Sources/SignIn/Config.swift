@@ -18,6 +18,9 @@ public struct Configuration: Sendable, Equatable {
     public var jwksURL: String
     /// A local key set file used instead of `jwksURL` when set.
     public var jwksFile: String?
+    /// The longest a sign-in waits for Google's keys when none are loaded yet, in milliseconds (0...10000);
+    /// never waited on while usable keys exist.
+    public var keyWait: Int64
     /// A unix socket path or `host:port`; nil means the FastCGI socket inherited as fd 0.
     public var listen: String?
     /// Default-lane requests (sign-ins and everything that is not a check) running at once (1...1024).
@@ -126,6 +129,16 @@ public struct Configuration: Sendable, Equatable {
 
         // TOKENSIGNIN_JWKS_FILE
         jwksFile = value(.jwksFile)
+
+        // TOKENSIGNIN_KEY_WAIT
+        if let text = value(.keyWait) {
+            guard let milliseconds = Self.parseMilliseconds(text), milliseconds <= 10_000 else {
+                throw Self.invalid("\(Setting.keyWait.variable) must be a duration from 0 to 10s (e.g. 1s, 250ms), got '\(text)'")
+            }
+            keyWait = milliseconds
+        } else {
+            keyWait = Self.defaultKeyWait
+        }
 
         // TOKENSIGNIN_LISTEN (the FastCGI module parses the address) and TOKENSIGNIN_ALLOW_REMOTE_LISTEN
         listen = value(.listen)
@@ -267,6 +280,8 @@ public struct Configuration: Sendable, Equatable {
     public static let defaultSessionIdleTTL: Int64 = 7 * 86_400
     public static let defaultMaxSessionsPerUser = 100
     public static let defaultRequestTimeout: Int64 = 10
+    /// Milliseconds (docs/keys.md: a cold start answers 503 after this rather than holding the sign-in).
+    public static let defaultKeyWait: Int64 = 1_000
 
     /// Two workers per core (they mostly wait on PostgreSQL), within 1...1024.
     public static func defaultWorkers(processorCount: Int) -> Int {
@@ -281,6 +296,21 @@ public struct Configuration: Sendable, Equatable {
     /// Parses a positive duration: plain seconds (`90`) or a number with a unit `s`, `m`, `h` or `d`
     /// (`90s`, `15m`, `12h`, `30d`). Returns seconds, or nil for zero, signs, spaces, other units, empty
     /// text, or anything above `maxDurationSeconds`.
+    /// Whole milliseconds from `250ms`, `1s` or `0`, or nil.
+    static func parseMilliseconds(_ text: some StringProtocol) -> Int64? {
+        var digits = Substring(text)
+        var unit: Int64 = 1_000
+        if digits.hasSuffix("ms") {
+            unit = 1; digits = digits.dropLast(2)
+        } else if digits.hasSuffix("s") {
+            digits = digits.dropLast()
+        } else if digits != "0" {
+            return nil
+        }
+        guard digits.utf8.count <= 6, let number = decimal(digits) else { return nil }
+        return number * unit
+    }
+
     public static func parseDuration(_ text: some StringProtocol) -> Int64? {
         var digits = Substring(text)
         var unit: Int64 = 1
@@ -304,6 +334,7 @@ public struct Configuration: Sendable, Equatable {
         case clientIDs = "CLIENT_IDS"
         case jwksURL = "JWKS_URL"
         case jwksFile = "JWKS_FILE"
+        case keyWait = "KEY_WAIT"
         case listen = "LISTEN"
         case workers = "WORKERS"
         case checkWorkers = "CHECK_WORKERS"
@@ -332,6 +363,7 @@ public struct Configuration: Sendable, Equatable {
             case .clientIDs: "required; comma-separated OAuth client IDs accepted as audience"
             case .jwksURL: "Google's key set URL (default \(KeySource.googleURL))"
             case .jwksFile: "a local JWKS file used instead of the URL (default: unset)"
+            case .keyWait: "longest a sign-in waits for keys not yet loaded, 0...10s (default 1s)"
             case .listen: "unix socket path or host:port (default: the socket inherited as fd 0)"
             case .workers: "sign-ins and the rest running at once, 1...1024 (default: 2 per core)"
             case .checkWorkers: "session checks and health running at once, 1...1024 (default: 2 per core)"

@@ -30,7 +30,9 @@ public enum Serve {
                 throw SignInError(.invalidConfiguration, "TOKENSIGNIN_JWKS_FILE: cannot load a key set from \(file): \(error.code.name) \(error.detail)")
             }
         } else {
-            keys = KeyCache(source: .url(configuration.jwksURL))
+            var settings = KeyCache.Settings()
+            settings.maxWait = .milliseconds(configuration.keyWait)
+            keys = KeyCache(source: .url(configuration.jwksURL), settings: settings)
             keys.start()
         }
 

@@ -172,7 +172,8 @@ final class Stack: @unchecked Sendable {
         ]) { $1 }.merging(extraEnvironment) { $1 }
     }
 
-    func startServer() throws {
+    /// Starts `serve` (again) with the stack's environment, `overriding` some of it for this run.
+    func startServer(overriding: [String: String] = [:]) throws {
         try? FileManager.default.removeItem(atPath: socketPath)
         let log = open(logPath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
         guard log >= 0 else { throw StackError("cannot open \(logPath)") }
@@ -183,7 +184,7 @@ final class Stack: @unchecked Sendable {
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         posix_spawn_file_actions_adddup2(&actions, log, 1)
         posix_spawn_file_actions_adddup2(&actions, log, 2)
-        var environment = ProcessInfo.processInfo.environment.merging(serverEnvironment) { $1 }
+        var environment = ProcessInfo.processInfo.environment.merging(serverEnvironment) { $1 }.merging(overriding) { $1 }
         let pid: pid_t
         switch launch {
         case .listen:

@@ -196,6 +196,24 @@ private let waitingWouldFail: Duration = .seconds(3600)
         #expect(loader.calls == 1)
     }
 
+    @Test func aRequestJoiningAFetchOlderThanMaxWaitIsAnsweredAtOnce() throws {
+        let loader = ScriptedLoader(), clock = ManualClock()
+        loader.answer(kids: ["a"], freshFor: 100)
+        loader.hold()
+        let keys = cache(loader, clock, settings { $0.maxWait = .seconds(3) })
+        // The first request starts the fetch and waits for it its full maxWait.
+        #expect(returnsWithin { F.verify(keys, kid: "a") } == "keys_unavailable")
+        // The fetch is still hanging: later requests do not wait another maxWait each (which would hold a
+        // worker 3 s per request), they are refused at once; 1 s is only a failure bound.
+        for _ in 0..<5 {
+            #expect(returnsWithin(1) { F.verify(keys, kid: "a") } == "keys_unavailable")
+        }
+        #expect(loader.calls == 1 && keys.status.refreshing)
+        loader.release()
+        #expect(keys.awaitFetch(timeout: .seconds(30)))
+        #expect(F.verify(keys, kid: "a") == "ok")
+    }
+
     @Test func unknownKidRefetchesOnceAndTheCooldownPreventsASecond() {
         let loader = ScriptedLoader(), clock = ManualClock()
         loader.answer(kids: ["a"], freshFor: 3600)

@@ -15,6 +15,7 @@ private func rendered(_ config: Configuration, _ setting: Configuration.Setting)
     case .clientIDs: config.clientIDs.joined(separator: "|")
     case .jwksURL: config.jwksURL
     case .jwksFile: config.jwksFile ?? "nil"
+    case .keyWait: String(config.keyWait)
     case .listen: config.listen ?? "nil"
     case .workers: String(config.workers)
     case .checkWorkers: String(config.checkWorkers)
@@ -38,6 +39,7 @@ private func rendered(_ config: Configuration, _ setting: Configuration.Setting)
     @Test(arguments: [
         (Configuration.Setting.jwksURL, "https://www.googleapis.com/oauth2/v3/certs"),
         (.jwksFile, "nil"),
+        (.keyWait, "1000"),
         (.listen, "nil"),
         (.workers, "8"),
         (.checkWorkers, "8"),
@@ -81,6 +83,7 @@ private func rendered(_ config: Configuration, _ setting: Configuration.Setting)
          "1-a.apps.googleusercontent.com|2-b.apps.googleusercontent.com"),
         (.jwksURL, "https://env.example/certs", "http://127.0.0.1:8080/certs", "http://127.0.0.1:8080/certs"),
         (.jwksFile, "/env.json", "/flag.json", "/flag.json"),
+        (.keyWait, "2s", "250ms", "250"),
         (.listen, "/run/env.sock", "127.0.0.1:9000", "127.0.0.1:9000"),
         (.workers, "3", "5", "5"),
         (.checkWorkers, "3", "6", "6"),
@@ -114,7 +117,7 @@ private func rendered(_ config: Configuration, _ setting: Configuration.Setting)
 
     @Test func flagNamesAreTheContractNames() {
         #expect(Configuration.Setting.allCases.map(\.variable) == [
-            "TOKENSIGNIN_CLIENT_IDS", "TOKENSIGNIN_JWKS_URL", "TOKENSIGNIN_JWKS_FILE", "TOKENSIGNIN_LISTEN",
+            "TOKENSIGNIN_CLIENT_IDS", "TOKENSIGNIN_JWKS_URL", "TOKENSIGNIN_JWKS_FILE", "TOKENSIGNIN_KEY_WAIT", "TOKENSIGNIN_LISTEN",
             "TOKENSIGNIN_WORKERS", "TOKENSIGNIN_CHECK_WORKERS", "TOKENSIGNIN_REQUEST_TIMEOUT", "TOKENSIGNIN_HOSTED_DOMAINS", "TOKENSIGNIN_CLOCK_SKEW", "TOKENSIGNIN_DATABASE_URL",
             "TOKENSIGNIN_SESSION_TTL", "TOKENSIGNIN_SESSION_IDLE_TTL", "TOKENSIGNIN_COOKIE_NAME",
             "TOKENSIGNIN_SITE_ORIGINS", "TOKENSIGNIN_SIGNIN_REDIRECT", "TOKENSIGNIN_WEB_FORM_ORIGINS", "TOKENSIGNIN_MAX_SESSIONS_PER_USER",
@@ -203,6 +206,7 @@ private func rendered(_ config: Configuration, _ setting: Configuration.Setting)
         ("TOKENSIGNIN_JWKS_URL", "http://example.com/certs", "TOKENSIGNIN_JWKS_URL must be an https:// URL (or http:// on 127.0.0.1, [::1] or localhost), got 'http://example.com/certs'"),
         ("TOKENSIGNIN_WORKERS", "x", "TOKENSIGNIN_WORKERS must be a positive integer (1...1024), got 'x'"),
         ("TOKENSIGNIN_CHECK_WORKERS", "0", "TOKENSIGNIN_CHECK_WORKERS must be a positive integer (1...1024), got '0'"),
+        ("TOKENSIGNIN_KEY_WAIT", "11s", "TOKENSIGNIN_KEY_WAIT must be a duration from 0 to 10s (e.g. 1s, 250ms), got '11s'"),
         ("TOKENSIGNIN_REQUEST_TIMEOUT", "6m", "TOKENSIGNIN_REQUEST_TIMEOUT must be a duration from 1s to 300s (e.g. 10s), got '6m'"),
         ("TOKENSIGNIN_CLOCK_SKEW", "601", "TOKENSIGNIN_CLOCK_SKEW must be a whole number of seconds (0...600), got '601'"),
         ("TOKENSIGNIN_SESSION_TTL", "1w", "TOKENSIGNIN_SESSION_TTL must be a positive duration like 90, 90s, 15m, 12h or 30d (at most 3650d), got '1w'"),
@@ -244,6 +248,11 @@ private func rendered(_ config: Configuration, _ setting: Configuration.Setting)
         ("TOKENSIGNIN_WORKERS", "99999999999999999999999"),
         ("TOKENSIGNIN_CHECK_WORKERS", "1025"),
         ("TOKENSIGNIN_CHECK_WORKERS", "-1"),
+        ("TOKENSIGNIN_KEY_WAIT", "1"),
+        ("TOKENSIGNIN_KEY_WAIT", "1m"),
+        ("TOKENSIGNIN_KEY_WAIT", "10001ms"),
+        ("TOKENSIGNIN_KEY_WAIT", "-1s"),
+        ("TOKENSIGNIN_KEY_WAIT", "ms"),
         ("TOKENSIGNIN_REQUEST_TIMEOUT", "0"),
         ("TOKENSIGNIN_REQUEST_TIMEOUT", "301"),
         ("TOKENSIGNIN_REQUEST_TIMEOUT", "1.5s"),
@@ -359,5 +368,15 @@ private func rendered(_ config: Configuration, _ setting: Configuration.Setting)
     ])
     func invalidDurationIsRefused(text: String) {
         #expect(Configuration.parseDuration(text) == nil)
+    }
+
+    @Test(arguments: [("0", 0), ("0s", 0), ("0ms", 0), ("250ms", 250), ("1s", 1_000), ("10s", 10_000), ("10000ms", 10_000)] as [(String, Int64)])
+    func validMillisecondsParse(text: String, milliseconds: Int64) {
+        #expect(Configuration.parseMilliseconds(text) == milliseconds)
+    }
+
+    @Test(arguments: ["", "1", "250", "s", "ms", "1m", "1.5s", "-1s", " 1s", "1 s", "1MS", "9999999s"])
+    func invalidMillisecondsAreRefused(text: String) {
+        #expect(Configuration.parseMilliseconds(text) == nil)
     }
 }

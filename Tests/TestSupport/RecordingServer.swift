@@ -17,7 +17,7 @@ public final class RecordingServer: Sendable {
     private let process: Mutex<Process?>
 
     private static let script = #"""
-    import base64, http.server, json, os, sys, threading
+    import base64, http.server, json, os, sys, threading, time
     root = sys.argv[1]
     lock = threading.Lock()
 
@@ -41,6 +41,11 @@ public final class RecordingServer: Sendable {
                     reply = f.read()
             except FileNotFoundError:
                 reply = b"{}"
+            try:
+                with open(os.path.join(root, name + ".delay")) as f:
+                    time.sleep(float(f.read()))  # an endpoint that hangs (the client's timeout comes first)
+            except FileNotFoundError:
+                pass
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(reply)))
@@ -99,11 +104,12 @@ public final class RecordingServer: Sendable {
 
     public var base: String { "http://127.0.0.1:\(port)" }
 
-    /// What `path` answers from the next request on.
-    public func answer(_ path: String, status: Int, body: String) throws {
+    /// What `path` answers from the next request on, after holding each request `delay` seconds.
+    public func answer(_ path: String, status: Int, body: String, delay: Double = 0) throws {
         let name = path.replacingOccurrences(of: "/", with: "_")
         try String(status).write(toFile: root + "/" + name + ".status", atomically: true, encoding: .utf8)
         try body.write(toFile: root + "/" + name + ".body", atomically: true, encoding: .utf8)
+        try String(delay).write(toFile: root + "/" + name + ".delay", atomically: true, encoding: .utf8)
     }
 
     /// Every request so far, oldest first.
