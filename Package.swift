@@ -20,10 +20,12 @@ let package = Package(
 
         // Pure verification (no I/O); Google's keys fetched and cached apart; signing apart.
         .target(name: "IDToken", dependencies: ["COpenSSL"], swiftSettings: strict),
-        .target(name: "GoogleKeys", dependencies: ["IDToken", "CCurl"], swiftSettings: strict),
+        .target(name: "GoogleKeys", dependencies: ["IDToken", "Threads", "CCurl"], swiftSettings: strict),
         .target(name: "Signing", dependencies: ["IDToken", "COpenSSL"], swiftSettings: strict),
         .target(name: "Store", dependencies: ["CLibPQ"], swiftSettings: strict),
-        .target(name: "FastCGI", dependencies: ["CFastCGI"], swiftSettings: strict),
+        .target(name: "FastCGI", dependencies: ["Threads", "CFastCGI"], swiftSettings: strict),
+        // The POSIX thread tools FastCGI and GoogleKeys share (threads, a monitor, monotonic deadlines).
+        .target(name: "Threads", swiftSettings: strict),
         .target(name: "SignIn", dependencies: ["IDToken", "GoogleKeys", "Signing", "Store", "FastCGI"], swiftSettings: strict,
                 plugins: ["BuildStamp"]),
         // `git describe` of the tree, for `tokensignin --version` (Sources/SignIn/Version.swift).
@@ -34,7 +36,7 @@ let package = Package(
 
         .testTarget(name: "IDTokenTests", dependencies: ["IDToken", "Signing", "TestSupport"], exclude: ["Vectors"],
                     swiftSettings: strict),
-        .testTarget(name: "GoogleKeysTests", dependencies: ["GoogleKeys", "IDToken", "Signing"], swiftSettings: strict),
+        .testTarget(name: "GoogleKeysTests", dependencies: ["GoogleKeys", "IDToken", "Signing", "TestSupport"], swiftSettings: strict),
         .testTarget(name: "SigningTests", dependencies: ["Signing", "IDToken", "TestSupport"], swiftSettings: strict),
         // Test support: running programs, and a private database per suite on the test cluster.
         .target(name: "TestSupport", dependencies: ["Store"], path: "Tests/TestSupport", swiftSettings: strict),

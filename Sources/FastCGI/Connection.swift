@@ -2,6 +2,7 @@
 import CFastCGI
 import Glibc
 import Synchronization
+import Threads
 
 /// A connection and its incoming stream. Exactly one thread holds it at a time: the worker that received its
 /// event (or took its queued request) until it parks or closes it, or nobody while it waits in the epoll set

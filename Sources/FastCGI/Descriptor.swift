@@ -18,21 +18,3 @@ struct Descriptor: ~Copyable {
 
     deinit { Glibc.close(raw) }
 }
-
-/// Monotonic nanoseconds, for deadlines (never goes back when the wall clock is set).
-func monotonicNanoseconds() -> UInt64 {
-    var now = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &now)
-    return UInt64(now.tv_sec) &* 1_000_000_000 &+ UInt64(now.tv_nsec)
-}
-
-extension Duration {
-    /// The duration in whole nanoseconds, saturated to what UInt64 holds (negatives are 0).
-    var nanoseconds: UInt64 {
-        let (seconds, attoseconds) = components
-        guard seconds >= 0 else { return 0 }
-        let (whole, overflow) = UInt64(seconds).multipliedReportingOverflow(by: 1_000_000_000)
-        if overflow { return .max }
-        return whole &+ UInt64(attoseconds / 1_000_000_000)
-    }
-}

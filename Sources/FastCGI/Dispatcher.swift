@@ -4,6 +4,7 @@
 import CFastCGI
 import Glibc
 import Synchronization
+import Threads
 
 /// What the server has done since it started (`Server.statistics`).
 public struct Statistics: Sendable, Equatable {
@@ -512,51 +513,13 @@ final class Dispatcher: Sendable {
 }
 
 /// The timer thread's sleep: until `poke()` or the timeout.
-private final class Wakeup: @unchecked Sendable {
-    // SAFETY: `poked` is only touched with `mutex` held; the pthread objects are allocated once, never moved,
-    // and freed in deinit when no thread can be waiting on them.
-    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
-    private let condition: UnsafeMutablePointer<pthread_cond_t>
-    private var poked = false
+private struct Wakeup: Sendable {
+    private let poked = Monitor(false)
 
-    init() {
-        mutex = .allocate(capacity: 1)
-        condition = .allocate(capacity: 1)
-        pthread_mutex_init(mutex, nil)
-        var attributes = pthread_condattr_t()
-        pthread_condattr_init(&attributes)
-        pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC)
-        pthread_cond_init(condition, &attributes)
-        pthread_condattr_destroy(&attributes)
-    }
-
-    deinit {
-        pthread_cond_destroy(condition)
-        pthread_mutex_destroy(mutex)
-        condition.deallocate()
-        mutex.deallocate()
-    }
-
-    func poke() {
-        pthread_mutex_lock(mutex)
-        poked = true
-        pthread_cond_signal(condition)
-        pthread_mutex_unlock(mutex)
-    }
+    func poke() { poked.update { $0 = true } }
 
     /// Waits for a poke, at most `milliseconds` (nil: no limit).
     func wait(milliseconds: Int?) {
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
-        if !poked {
-            if let milliseconds {
-                let deadline = monotonicNanoseconds() &+ UInt64(milliseconds) * 1_000_000
-                var until = timespec(tv_sec: Int(deadline / 1_000_000_000), tv_nsec: Int(deadline % 1_000_000_000))
-                _ = pthread_cond_timedwait(condition, mutex, &until)
-            } else {
-                pthread_cond_wait(condition, mutex)
-            }
-        }
-        poked = false
+        poked.wait(until: { $0 }, deadline: milliseconds.map { monotonicDeadline(after: .milliseconds($0)) }, then: { $0 = false })
     }
 }

@@ -52,7 +52,8 @@ public struct Response: Sendable {
     /// The generic answer that replaces a response whose head could not be encoded.
     static let invalidReplacement = Response(status: 500, contentType: "text/plain", body: "internal server error\n")
 
-    static func isToken(_ name: String) -> Bool {
+    /// True when `name` is a non-empty RFC 9110 token (`!#$%&'*+-.^_`|~`, digits, letters): a header or cookie name.
+    package static func isToken(_ name: some StringProtocol) -> Bool {
         !name.isEmpty && name.utf8.allSatisfy { byte in
             switch byte {
             case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"):

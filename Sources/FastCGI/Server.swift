@@ -1,6 +1,7 @@
 // The FastCGI responder: worker threads that read and answer requests, within the capacity of each request's lane.
 import Glibc
 import Synchronization
+import Threads
 
 /// Answers requests on one worker thread. Each worker creates its own handler (on that thread), so a
 /// handler may own thread-bound resources such as a database connection without locking.
@@ -137,7 +138,7 @@ public final class Server: Sendable {
         var threads: [pthread_t] = []
         var startError: FastCGIError?
         for worker in 0..<workers {
-            guard let thread = startThread({ dispatcher.work(handler: makeHandler(worker)) }) else {
+            guard let thread = Threads.start({ dispatcher.work(handler: makeHandler(worker)) }) else {
                 startError = FastCGIError(.startFailed, errnoText("pthread_create"))
                 dispatcher.requestStop()
                 break
@@ -177,7 +178,7 @@ public final class Server: Sendable {
         sigaddset(&signals, SIGINT)
         let blocked = pthread_sigmask(SIG_BLOCK, &signals, nil)
         guard blocked == 0 else { throw FastCGIError(.startFailed, errnoText("pthread_sigmask", blocked)) }
-        let thread = startThread { [self] in
+        let thread = Threads.start { [self] in
             var waitFor = sigset_t()
             sigemptyset(&waitFor)
             sigaddset(&waitFor, SIGTERM)
@@ -191,27 +192,4 @@ public final class Server: Sendable {
         pthread_detach(thread)
         signalThread.withLock { $0 = thread }
     }
-}
-
-/// A closure to run on a new thread.
-private final class ThreadStart: Sendable {
-    let body: @Sendable () -> Void
-    init(_ body: @escaping @Sendable () -> Void) { self.body = body }
-}
-
-/// Starts a joinable pthread (blocking handler calls never run on Swift's cooperative pool).
-func startThread(_ body: @escaping @Sendable () -> Void) -> pthread_t? {
-    let context = Unmanaged.passRetained(ThreadStart(body)).toOpaque()
-    var thread = pthread_t()
-    let created = pthread_create(&thread, nil, { raw in
-        guard let raw else { return nil }
-        Unmanaged<ThreadStart>.fromOpaque(raw).takeRetainedValue().body()
-        return nil
-    }, context)
-    guard created == 0 else {
-        Unmanaged<ThreadStart>.fromOpaque(context).release()
-        errno = created
-        return nil
-    }
-    return thread
 }

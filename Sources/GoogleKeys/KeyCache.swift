@@ -1,6 +1,7 @@
 // The process-wide cache of Google's signing keys: refreshed in the background, served stale on errors, never waited on long.
 import IDToken
 import Synchronization
+import Threads
 
 /// Google's public keys for the whole process. Worker threads call `verify` (or `currentKeys`); every fetch runs on
 /// a background thread. A request never waits for a fetch while usable keys exist (fresh, or stale within the
@@ -273,7 +274,7 @@ public final class KeyCache: Sendable {
 
     /// Runs `flight` on a background thread; when no thread can be started, it fails like a fetch.
     private func launch(_ flight: Flight) {
-        if !BackgroundThread.start({ [self] in run(flight) }) { publish(.failure(.noThread), of: flight) }
+        if Threads.start(detached: true, { [self] in run(flight) }) == nil { publish(.failure(.noThread), of: flight) }
     }
 
     /// Loads the keys (on the background thread), publishes the outcome and wakes the flight's waiters.

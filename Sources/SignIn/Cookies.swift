@@ -1,4 +1,5 @@
 // Reading the Cookie request header and building Set-Cookie values for the session cookie (RFC 6265).
+import FastCGI
 
 /// Cookie parsing and Set-Cookie construction.
 public enum Cookies {
@@ -50,7 +51,7 @@ public enum Cookies {
 
     /// True when `name` is a non-empty RFC 9110 token (`!#$%&'*+-.^_`|~`, digits, letters).
     public static func isCookieName(_ name: some StringProtocol) -> Bool {
-        !name.isEmpty && name.utf8.allSatisfy(isTokenByte)
+        Response.isToken(name)
     }
 
     /// True when `value` is `*cookie-octet` or `DQUOTE *cookie-octet DQUOTE` (RFC 6265 section 4.1.1):
@@ -67,15 +68,6 @@ public enum Cookies {
         switch byte {
         case 0x21, 0x23...0x2B, 0x2D...0x3A, 0x3C...0x5B, 0x5D...0x7E: true
         default: false
-        }
-    }
-
-    static func isTokenByte(_ byte: UInt8) -> Bool {
-        switch byte {
-        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
-            true
-        default:
-            "!#$%&'*+-.^_`|~".utf8.contains(byte)
         }
     }
 }

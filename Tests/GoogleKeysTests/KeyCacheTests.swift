@@ -5,6 +5,7 @@ import Foundation
 import GoogleKeys
 import IDToken
 import Testing
+import TestSupport
 
 private typealias F = KeyCacheFixtures
 
@@ -472,7 +473,7 @@ private let waitingWouldFail: Duration = .seconds(3600)
     }
 
     @Test func fetcherCapturesBodyAndHonoursMaxAgeMinusAge() throws {
-        let server = try KeyCacheTestServer()
+        let server = try RecordingServer()
         defer { server.stop() }
         try server.set("certs", body: F.jwks(["a"]), headers: ["Cache-Control: public, max-age=100, must-revalidate", "Age: 40"])
         let document = try KeyFetch.document(url: server.url("certs"), limits: limits())
@@ -492,7 +493,7 @@ private let waitingWouldFail: Duration = .seconds(3600)
     }
 
     @Test func rotatedKeysAreUsedAfterExpiry() throws {
-        let server = try KeyCacheTestServer()
+        let server = try RecordingServer()
         defer { server.stop() }
         try server.set("certs", body: F.jwks(["old"]), headers: ["Cache-Control: public, max-age=1"])
         let clock = ManualClock()
@@ -508,7 +509,7 @@ private let waitingWouldFail: Duration = .seconds(3600)
     }
 
     @Test func unknownKidTriggersExactlyOneRefetchAndTheCooldownASecond() throws {
-        let server = try KeyCacheTestServer()
+        let server = try RecordingServer()
         defer { server.stop() }
         try server.set("certs", body: F.jwks(["a"]), headers: ["Cache-Control: public, max-age=3600"])
         let keys = KeyCache(source: .url(server.url("certs")), settings: settings())
@@ -523,7 +524,7 @@ private let waitingWouldFail: Duration = .seconds(3600)
 
     @Test(arguments: [500, 503])
     func staleIfErrorWithinGraceThenKeysUnavailable(status: Int) throws {
-        let server = try KeyCacheTestServer()
+        let server = try RecordingServer()
         defer { server.stop() }
         try server.set("certs", body: F.jwks(["a"]), headers: ["Cache-Control: max-age=10"])
         let clock = ManualClock()
@@ -546,7 +547,7 @@ private let waitingWouldFail: Duration = .seconds(3600)
     }
 
     @Test func coldStartWithTheServerDownIsKeysUnavailableNotAnInvalidToken() throws {
-        let server = try KeyCacheTestServer()
+        let server = try RecordingServer()
         let url = server.url("certs")
         server.stop()
         let keys = KeyCache(source: .url(url), settings: settings())
@@ -557,7 +558,7 @@ private let waitingWouldFail: Duration = .seconds(3600)
     }
 
     @Test func aHangingEndpointAtColdStartHoldsEachRequestAtMostMaxWait() throws {
-        let server = try KeyCacheTestServer()
+        let server = try RecordingServer()
         defer { server.stop() }
         try server.set("certs", body: F.jwks(["a"]), headers: ["Cache-Control: max-age=3600"], delay: 60)
         let keys = KeyCache(source: .url(server.url("certs")), settings: settings { $0.maxWait = .milliseconds(100) })
@@ -567,7 +568,7 @@ private let waitingWouldFail: Duration = .seconds(3600)
     }
 
     @Test func staleKeysAndAHangingEndpointDoNotHoldARequest() throws {
-        let server = try KeyCacheTestServer()
+        let server = try RecordingServer()
         defer { server.stop() }
         try server.set("certs", body: F.jwks(["a"]), headers: ["Cache-Control: max-age=100"])
         let clock = ManualClock()
@@ -581,7 +582,7 @@ private let waitingWouldFail: Duration = .seconds(3600)
     }
 
     @Test func hundredConcurrentVerificationsOnAColdCacheMakeOneRequest() throws {
-        let server = try KeyCacheTestServer()
+        let server = try RecordingServer()
         defer { server.stop() }
         try server.set("certs", body: F.jwks(["a"]), headers: ["Cache-Control: max-age=3600"], delay: 0.3)
         let keys = KeyCache(source: .url(server.url("certs")), settings: settings())
@@ -595,7 +596,7 @@ private let waitingWouldFail: Duration = .seconds(3600)
 
     @Test(arguments: [true, false])
     func aBodyOverTheLimitIsRefused(sendLength: Bool) throws {
-        let server = try KeyCacheTestServer()
+        let server = try RecordingServer()
         defer { server.stop() }
         try server.set("big", body: String(repeating: "x", count: 5000), sendLength: sendLength)
         #expect(throws: KeyFetchFailure.bodyTooLarge(limit: 4096)) { try KeyFetch.document(url: server.url("big"), limits: limits(4096)) }
@@ -603,7 +604,7 @@ private let waitingWouldFail: Duration = .seconds(3600)
     }
 
     @Test func theDefaultLimitRefusesAMegabytePlusOne() throws {
-        let server = try KeyCacheTestServer()
+        let server = try RecordingServer()
         defer { server.stop() }
         try server.set("big", body: String(repeating: "x", count: (1 << 20) + 1), sendLength: false)
         let keys = KeyCache(source: .url(server.url("big")), settings: settings())
@@ -613,7 +614,7 @@ private let waitingWouldFail: Duration = .seconds(3600)
     }
 
     @Test func aFloodOfResponseHeadersIsRefused() throws {
-        let server = try KeyCacheTestServer()
+        let server = try RecordingServer()
         defer { server.stop() }
         try server.set("certs", body: F.jwks(["a"]), headers: (0..<2000).map { "X-Filler-\($0): " + String(repeating: "h", count: 40) })
         #expect(throws: KeyFetchFailure.transport("response headers over 65536 bytes")) {
@@ -623,7 +624,7 @@ private let waitingWouldFail: Duration = .seconds(3600)
 
     @Test(arguments: [404, 500, 204, 301, 302])
     func aStatusOtherThan200IsRefusedAndNoRedirectIsFollowed(status: Int) throws {
-        let server = try KeyCacheTestServer()
+        let server = try RecordingServer()
         defer { server.stop() }
         try server.set("certs", body: F.jwks(["a"]), status: status, headers: ["Location: \(server.url("target"))"])
         try server.set("target", body: F.jwks(["a"]))
@@ -632,7 +633,7 @@ private let waitingWouldFail: Duration = .seconds(3600)
     }
 
     @Test func aSlowServerTimesOut() throws {
-        let server = try KeyCacheTestServer()
+        let server = try RecordingServer()
         defer { server.stop() }
         try server.set("slow", body: F.jwks(["a"]), delay: 30)
         // Without the timeout the fetch would succeed, 30 s later.
@@ -645,7 +646,7 @@ private let waitingWouldFail: Duration = .seconds(3600)
     }
 
     @Test func httpsIsFetchedAndTheServerCertificateIsVerified() throws {
-        let server = try KeyCacheTestServer(tls: true)
+        let server = try RecordingServer(tls: true)
         defer { server.stop() }
         try server.set("certs", body: F.jwks(["a"]), headers: ["Cache-Control: max-age=100"])
         #expect(server.url("certs").hasPrefix("https://"))
