@@ -52,6 +52,11 @@ INSTALLED_BIN = $(BINDIR)/tokensignin
 ENV_FILE     ?= $(wildcard $(SYSCONFDIR)/tokensignin/env)
 TOKENSIGNIN  ?= $(firstword $(wildcard $(INSTALLED_BIN) $(BIN)))
 RUN_AS       ?= $(if $(ENV_FILE),$(if $(filter 0,$(shell id -u)),$(SERVICE_USER)))
+# Migrations run as the schema's owner (docs/database.md "Roles"): from the postgres account (peer authentication)
+# with SET ROLE to it, followed by sql/roles.sql for what they added, the service's role being the account's
+# name. MIGRATE_ROLE= runs them as the login alone and skips roles.sql (a deployment with one role for everything).
+MIGRATE_AS   ?= $(if $(ENV_FILE),$(if $(filter 0,$(shell id -u)),postgres))
+MIGRATE_ROLE ?= $(if $(ENV_FILE),tokensignin_owner)
 
 .PHONY: help deps build test test-ops test-browser test-faults fuzz run restart stop bench clean dist install install-files \
         install-config uninstall deb migrate prune test-deploy
@@ -193,9 +198,11 @@ deb: dist ## a Debian package (.build/deb/tokensignin_VERSION_ARCH.deb) of the s
 
 ##@ Operator (a deployed host: the installed binary and /etc/tokensignin/env; builds and installs nothing)
 
-migrate: ## apply the installed migrations (TOKENSIGNIN_SQL_DIR) to the database the env file names
+migrate: ## apply the installed migrations (TOKENSIGNIN_SQL_DIR) to the database the env file names, then sql/roles.sql
 	@test -n "$(TOKENSIGNIN)" || { echo "no tokensignin: install it (make install, or the .deb)" >&2; exit 1; }
-	scripts/as-service "$(ENV_FILE)" "$(RUN_AS)" -- $(TOKENSIGNIN) migrate
+	scripts/as-service "$(ENV_FILE)" "$(MIGRATE_AS)" -- $(TOKENSIGNIN) migrate $(if $(MIGRATE_ROLE),--role $(MIGRATE_ROLE))
+	$(if $(MIGRATE_ROLE),scripts/as-service "$(ENV_FILE)" "$(MIGRATE_AS)" -- sh -c 'exec psql -X -q -v ON_ERROR_STOP=1 \
+		-v owner=$(MIGRATE_ROLE) -v app=$(SERVICE_USER) -f "$${TOKENSIGNIN_SQL_DIR:-sql}/roles.sql"')
 
 prune: ## delete expired sessions and old audit rows now (what tokensignin-prune.timer runs hourly)
 	@test -n "$(TOKENSIGNIN)" || { echo "no tokensignin: install it (make install, or the .deb)" >&2; exit 1; }

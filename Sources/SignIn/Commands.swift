@@ -57,9 +57,9 @@ public enum Commands {
     public static let usage = """
         usage: tokensignin --version
                tokensignin serve [--help | --FLAG VALUE ...]   (settings: TOKENSIGNIN_* variables, see --help)
-               tokensignin migrate [--sql-dir DIR] [--status | --dry-run]
+               tokensignin migrate [--sql-dir DIR] [--role ROLE] [--status | --dry-run]
                tokensignin sessions list --user SUB
-               tokensignin sessions revoke --user SUB | --session ID
+               tokensignin sessions revoke --user SUB | --session ID | --all [--created-before RFC3339-TIMESTAMP]
                tokensignin prune [--revoked-retention DURATION] [--audit-retention DURATION] [--batch N]
                tokensignin verify [--client-id ID]... [--jwks FILE | --jwks-url URL] [--now UNIX_SECONDS]
                                   [--clock-skew SECONDS] [--hosted-domain DOMAIN]... TOKEN|-
@@ -152,20 +152,28 @@ public enum Commands {
         }
     }
 
-    static let migrateUsage = "usage: tokensignin migrate [--sql-dir DIR] [--status | --dry-run]   (default: ./sql, or TOKENSIGNIN_SQL_DIR)"
+    static let migrateUsage = "usage: tokensignin migrate [--sql-dir DIR] [--role ROLE] [--status | --dry-run]   (default: ./sql, or TOKENSIGNIN_SQL_DIR)"
 
     /// `migrate` applies what is pending; `--status` shows applied, pending, changed and unknown files;
-    /// `--dry-run` checks the applied files and lists what `migrate` would apply, changing nothing.
+    /// `--dry-run` checks the applied files and lists what `migrate` would apply, changing nothing. `--role`
+    /// runs it all as that role (SET ROLE), so what the migrations create belongs to the schema's owner whoever
+    /// logs in (a DBA, or the postgres account over peer authentication).
     static func migrate(_ arguments: [String], _ io: CommandIO) -> Int32 {
         do {
             var settings: [String] = []
             var mode = "apply"
+            var role: String?
             var rest = arguments[...]
             while let argument = rest.popFirst() {
                 switch argument {
                 case "--status", "--dry-run":
                     guard mode == "apply" else { throw SignInError(.usage, migrateUsage) }
                     mode = argument
+                case "--role":
+                    guard role == nil, let value = rest.popFirst(), !value.isEmpty, value.utf8.count <= 63 else {
+                        throw SignInError(.usage, migrateUsage)
+                    }
+                    role = value
                 case "--sql-dir":
                     guard let value = rest.popFirst() else { throw SignInError(.usage, migrateUsage) }
                     settings += [argument, value]
@@ -181,6 +189,10 @@ public enum Commands {
                 throw SignInError(.usage, "no migration files (NNN_name.sql) in \(configuration.sqlDirectory): set --sql-dir or TOKENSIGNIN_SQL_DIR")
             }
             let connection = try Connection(conninfo: configuration.conninfo)
+            if let role {
+                // A parameter, not an identifier in the text: set_config is SET ROLE without interpolation.
+                try connection.query("SELECT set_config('role', $1, false)", [role])
+            }
             switch mode {
             case "--status", "--dry-run":
                 let status = try migrator.status(on: connection)

@@ -12,25 +12,38 @@ final class PostgresStore: SessionStore, SecurityEventStore {
     private let redact: @Sendable (String) -> String
     private let metrics: Metrics?
     private var connection: Connection?
+    /// Whether this store writes its policy into `signin.service_settings` (the responder's stores do; an operator
+    /// command's must not, or a command run with another environment would change what the service is judged by).
+    private let recordsSettings: Bool
+    /// When this store last wrote (or tried to write) the settings; nil: not yet.
+    private var settingsRecordedAt: ContinuousClock.Instant?
 
     init(conninfo: String, policy: SessionPolicy, log: Log, redact: @escaping @Sendable (String) -> String = { $0 },
-         metrics: Metrics? = nil) {
+         metrics: Metrics? = nil, recordsSettings: Bool = false) {
         self.conninfo = conninfo
         self.policy = policy
         self.log = log
         self.redact = redact
         self.metrics = metrics
+        self.recordsSettings = recordsSettings
     }
 
-    /// The store the service's settings describe.
-    convenience init(_ configuration: Configuration, log: Log, metrics: Metrics? = nil) {
+    /// The store the service's settings describe; by default it records them (`recordsSettings`).
+    convenience init(_ configuration: Configuration, log: Log, metrics: Metrics? = nil, recordsSettings: Bool = true) {
         self.init(conninfo: configuration.conninfo, policy: configuration.sessionPolicy, log: log,
-                  redact: { [configuration] in configuration.redacted($0) }, metrics: metrics)
+                  redact: { [configuration] in configuration.redacted($0) }, metrics: metrics,
+                  recordsSettings: recordsSettings)
     }
 
     /// Connection failures are logged with libpq's message, at most once per interval for the whole process
     /// (every worker fails alike while the database is down).
     static let connectFailureLog = RateLimit(interval: .seconds(10))
+
+    /// How often each worker writes its settings again: after a restore, a failover or a migrate that created the
+    /// table while the service ran, `signin.service_settings` says the right thing again within this interval.
+    static let settingsRefresh: Duration = .seconds(300)
+    /// A failed settings write is logged at most once per interval for the whole process.
+    static let settingsFailureLog = RateLimit(interval: .seconds(300))
 
     private var idleTimeout: SQLInterval { SQLInterval(seconds: policy.idleTimeout) }
 
@@ -165,17 +178,46 @@ final class PostgresStore: SessionStore, SecurityEventStore {
         }
     }
 
-    /// Runs an operator's statement (unprepared: each runs once per command).
-    fileprivate func rows(_ sql: String, _ params: [any SQLParameter]) throws(StoreError) -> Rows {
-        try database().query(sql, params)
+    /// Runs an operator's statement (prepared: prune and revoke --all run theirs batch after batch).
+    fileprivate func rows(_ statement: Statement, _ params: [any SQLParameter]) throws(StoreError) -> Rows {
+        try database().execute(statement, params)
+    }
+
+    /// Writes this store's idle timeout and lifetime into `signin.service_settings` (a no-op when unchanged). A
+    /// failure (migrations not applied yet, a missing grant, the connection lost) is logged and does not fail the
+    /// request: the next write is due after `settingsRefresh`, and prune meanwhile goes by what is recorded.
+    private func recordSettings(_ connection: Connection) {
+        settingsRecordedAt = .now
+        do {
+            let rows = try connection.execute(ServiceSettingsQueries.record, [
+                SQLInterval(seconds: policy.idleTimeout), SQLInterval(seconds: policy.lifetime), Version.line,
+            ])
+            guard rows.count == 1 else { return }
+            let (idleBefore, lifetimeBefore) = try rows.decode(row: 0, as: Int64?.self, Int64?.self)
+            let fields: KeyValuePairs<String, String?> = [
+                "idle_timeout": String(policy.idleTimeout), "lifetime": String(policy.lifetime),
+                "idle_timeout_before": idleBefore.map { String($0) }, "lifetime_before": lifetimeBefore.map { String($0) },
+            ]
+            // A change while other responders run means they disagree: say so loudly, each time it flips.
+            if idleBefore == nil { log.info("session_settings_recorded", fields) } else { log.warning("session_settings_changed", fields) }
+        } catch {
+            if let suppressed = Self.settingsFailureLog.admit() {
+                log.warning("session_settings_not_recorded", ["code": error.code.name, "sqlstate": error.sqlState,
+                                                               "suppressed": suppressed > 0 ? String(suppressed) : nil])
+            }
+        }
     }
 
     /// This worker's connection, opened on first use (and again after a failed open).
     private func database() throws(StoreError) -> Connection {
-        if let connection { return connection }
+        if let connection {
+            if recordsSettings, settingsRecordedAt.map({ .now - $0 >= Self.settingsRefresh }) ?? true { recordSettings(connection) }
+            return connection
+        }
         do {
             let opened = try Connection(conninfo: conninfo)
             connection = opened
+            if recordsSettings { recordSettings(opened) }
             return opened
         } catch {
             if let suppressed = Self.connectFailureLog.admit() {
@@ -200,11 +242,42 @@ struct UserSession: Sendable, Equatable {
     var userAgent: String?
 }
 
-/// How `tokensignin prune` deletes: retention periods and the batch size.
+/// How `tokensignin prune` deletes: retention periods and the batch size. Idle sessions go by the idle timeout the
+/// responder recorded (`signin.service_settings`), not by a setting of the command.
 struct PrunePolicy: Sendable, Equatable {
     var revokedRetention: Int64 = 30 * 86_400
     var auditRetention: Int64 = 90 * 86_400
     var batch = 1_000
+
+    /// Ids per statement of the idle walk: each reads at most this many sessions.
+    var idleChunk: Int { batch * 10 }
+
+    /// The shortest audit retention `signin.prune_sign_ins` accepts: the service's role can never erase the last week.
+    static let minimumAuditRetention: Int64 = 7 * 86_400
+}
+
+/// The session settings the responder recorded in `signin.service_settings`.
+struct RecordedSettings: Sendable, Equatable {
+    var idleTimeout: Int64
+    var lifetime: Int64
+    var updatedAt: Timestamp
+    /// The version line of the responder that wrote them.
+    var updatedBy: String
+}
+
+/// What one `tokensignin prune` deleted, and the idle timeout it went by (nil: none recorded, so no session was
+/// deleted for idleness).
+struct PruneOutcome: Sendable, Equatable {
+    var sessions: Int
+    var signIns: Int
+    var settings: RecordedSettings?
+}
+
+/// What `tokensignin sessions revoke --all` did: how many sessions it revoked, all created before `cutoff` (RFC
+/// 3339 with microseconds, never later than when the command started).
+struct RevokedEveryone: Sendable, Equatable {
+    var revoked: Int
+    var cutoff: String
 }
 
 // MARK: operator commands (`tokensignin sessions`, `tokensignin prune`)
@@ -218,7 +291,8 @@ extension PostgresStore {
         try rows(OperatorQueries.sessionExists, [id]).decode(row: 0, as: Int64.self) > 0
     }
 
-    /// Every session of the user, newest first.
+    /// Every session of the user, newest first; `idle` by the responder's recorded idle timeout (this store's own
+    /// only when none is recorded).
     func sessions(ofUser sub: String) throws(StoreError) -> [UserSession] {
         let result = try rows(OperatorQueries.listUserSessions, [sub, SQLInterval(seconds: policy.idleTimeout)])
         var sessions: [UserSession] = []
@@ -242,22 +316,63 @@ extension PostgresStore {
         try rows(OperatorQueries.revokeSession, [id]).count == 1
     }
 
-    /// Deletes what has outlived its use, batch by batch; returns the sessions and audit rows deleted.
-    func prune(_ prune: PrunePolicy) throws(StoreError) -> (sessions: Int, signIns: Int) {
-        var sessions = 0, signIns = 0
+    /// Revokes every session neither revoked nor expired that was created before `createdBefore` (RFC 3339, already
+    /// validated; nil: now), reason `operator_all`, `batch` at a time, each batch its own short statement.
+    func revokeAllSessions(createdBefore: String?, batch: Int = 1_000) throws(StoreError) -> RevokedEveryone {
+        let (cutoff, shown) = try rows(OperatorQueries.revokeAllCutoff, [createdBefore]).decode(row: 0, as: String.self, String.self)
+        var revoked = 0
+        var after: Int64 = 0
         while true {
-            let deleted = try rows(OperatorQueries.pruneSessions, [
-                SQLInterval(seconds: policy.idleTimeout), SQLInterval(seconds: prune.revokedRetention), prune.batch,
-            ]).affectedRows
-            sessions += deleted
-            if deleted < prune.batch { break }
+            let (held, last, done) = try rows(OperatorQueries.revokeAllSessions, [cutoff, after, batch])
+                .decode(row: 0, as: Int.self, Int64?.self, Int.self)
+            revoked += done
+            guard held == batch, let last else { break }
+            after = last
         }
+        return RevokedEveryone(revoked: revoked, cutoff: shown)
+    }
+
+    /// The settings the responder recorded; nil when none has yet.
+    func recordedSettings() throws(StoreError) -> RecordedSettings? {
+        let result = try rows(ServiceSettingsQueries.read, [])
+        guard result.count == 1 else { return nil }
+        let (idle, lifetime, at, by) = try result.decode(row: 0, as: Int64.self, Int64.self, Timestamp.self, String.self)
+        return RecordedSettings(idleTimeout: idle, lifetime: lifetime, updatedAt: at, updatedBy: by)
+    }
+
+    /// Deletes what has outlived its use, batch by batch: expired sessions, sessions idle beyond the recorded idle
+    /// timeout (a walk over the ids, `idleChunk` at a time; skipped when none is recorded), sessions revoked longer
+    /// ago than the retention, then old audit rows.
+    func prune(_ prune: PrunePolicy) throws(StoreError) -> PruneOutcome {
+        let settings = try recordedSettings()
+        var sessions = 0
+        let batches: [(Statement, [any SQLParameter])] = [
+            (OperatorQueries.pruneExpiredSessions, [prune.batch]),
+            (OperatorQueries.pruneRevokedSessions, [SQLInterval(seconds: prune.revokedRetention), prune.batch]),
+        ]
+        for (statement, params) in batches {
+            while true {
+                let deleted = try rows(statement, params).affectedRows
+                sessions += deleted
+                if deleted < prune.batch { break }
+            }
+        }
+        if settings != nil {
+            let (below, last) = try rows(OperatorQueries.sessionIDRange, []).decode(row: 0, as: Int64?.self, Int64?.self)
+            var after = below ?? 0
+            let chunk = prune.idleChunk
+            while let last, after < last {
+                sessions += try rows(OperatorQueries.pruneIdleSessions, [after, chunk]).affectedRows
+                after += Int64(chunk)
+            }
+        }
+        var signIns = 0
         while true {
             let deleted = try rows(OperatorQueries.pruneSignIns, [SQLInterval(seconds: prune.auditRetention), prune.batch])
-                .affectedRows
+                .decode(row: 0, as: Int.self)
             signIns += deleted
             if deleted < prune.batch { break }
         }
-        return (sessions, signIns)
+        return PruneOutcome(sessions: sessions, signIns: signIns, settings: settings)
     }
 }

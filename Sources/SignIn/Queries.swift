@@ -212,66 +212,151 @@ enum SecurityEventQueries {
         """)
 }
 
-/// Statements of the operator commands (`tokensignin sessions ...`, `tokensignin prune`).
+/// The responder's session settings in `signin.service_settings`, so every other process judges idleness by them.
+enum ServiceSettingsQueries {
+    /// Written by each connection the responder opens: $1 idle timeout, $2 lifetime (intervals), $3 the binary's
+    /// version line. Unchanged settings make it a read that locks nothing (a DBA holding the row cannot stall a
+    /// worker). A row comes back only when the settings changed (or were first recorded): the idle timeout and
+    /// lifetime they had before, in seconds (NULL: none recorded).
+    static let record = Statement(name: "record_service_settings", sql: """
+        WITH before AS (SELECT session_idle_timeout, session_lifetime FROM signin.service_settings)
+        INSERT INTO signin.service_settings AS t (session_idle_timeout, session_lifetime, updated_by)
+        SELECT justify_hours($1::interval), justify_hours($2::interval), $3
+         WHERE NOT EXISTS (SELECT FROM before
+                            WHERE session_idle_timeout = $1::interval AND session_lifetime = $2::interval)
+        ON CONFLICT (singleton) DO UPDATE
+           SET session_idle_timeout = EXCLUDED.session_idle_timeout, session_lifetime = EXCLUDED.session_lifetime,
+               updated_at = now(), updated_by = EXCLUDED.updated_by, updated_from = inet_client_addr()
+         WHERE (t.session_idle_timeout, t.session_lifetime)
+               IS DISTINCT FROM (EXCLUDED.session_idle_timeout, EXCLUDED.session_lifetime)
+        RETURNING (SELECT extract(epoch FROM session_idle_timeout)::bigint FROM before),
+                  (SELECT extract(epoch FROM session_lifetime)::bigint FROM before)
+        """)
+
+    /// What the responder recorded: idle timeout and lifetime (seconds), when and by which binary. No row: none.
+    static let read = Statement(name: "service_settings", sql: """
+        SELECT extract(epoch FROM session_idle_timeout)::bigint, extract(epoch FROM session_lifetime)::bigint,
+               extract(epoch FROM updated_at)::bigint, updated_by
+          FROM signin.service_settings
+        """)
+}
+
+/// Statements of the operator commands (`tokensignin sessions ...`, `tokensignin prune`). Idleness is judged by the
+/// idle timeout the responder recorded (`signin.service_settings`), never by the command's own environment.
 enum OperatorQueries {
     /// Every session of the user whose sub is $1, newest first, live or not, with its state under the idle
-    /// timeout $2 (interval).
-    static let listUserSessions = """
+    /// timeout the responder recorded ($2, the command's own setting, only when none is recorded).
+    static let listUserSessions = Statement(name: "list_user_sessions", sql: """
         SELECT s.id, extract(epoch FROM s.created_at)::bigint, extract(epoch FROM s.last_seen_at)::bigint,
                extract(epoch FROM s.expires_at)::bigint,
                CASE WHEN s.revoked_at IS NOT NULL THEN 'revoked:' || coalesce(s.revoked_reason, '')
                     WHEN s.expires_at <= now() THEN 'expired'
-                    WHEN s.last_seen_at <= now() - $2::interval THEN 'idle'
+                    WHEN s.last_seen_at <= now() - coalesce((SELECT session_idle_timeout FROM signin.service_settings),
+                                                            $2::interval) THEN 'idle'
                     ELSE 'active' END,
                host(s.ip), s.client_id, s.user_agent
         FROM signin.sessions s JOIN signin.users u ON u.id = s.user_id
         WHERE u.google_sub = $1
         ORDER BY s.id DESC
-        """
+        """)
 
     /// Revokes every live session of the user whose sub is $1; returns the revoked ids.
-    static let revokeUserSessions = """
+    static let revokeUserSessions = Statement(name: "revoke_user_sessions", sql: """
         UPDATE signin.sessions s SET revoked_at = now(), revoked_reason = 'operator'
         FROM signin.users u
         WHERE u.id = s.user_id AND u.google_sub = $1 AND s.revoked_at IS NULL
         RETURNING s.id
-        """
+        """)
 
     /// Revokes the session whose id is $1 (if not already revoked); returns its id.
-    static let revokeSession = """
+    static let revokeSession = Statement(name: "revoke_session", sql: """
         UPDATE signin.sessions SET revoked_at = now(), revoked_reason = 'operator'
         WHERE id = $1::bigint AND revoked_at IS NULL
         RETURNING id
-        """
+        """)
 
-    static let userExists = "SELECT count(*) FROM signin.users WHERE google_sub = $1"
-    static let sessionExists = "SELECT count(*) FROM signin.sessions WHERE id = $1::bigint"
+    /// The instant `sessions revoke --all` revokes before: $1 (RFC 3339 text, NULL: none given), never later than
+    /// now, so sessions opened while it runs are kept and the command ends. Columns: the instant as text for the
+    /// next statement, and as RFC 3339 with microseconds for the operator.
+    static let revokeAllCutoff = Statement(name: "revoke_all_cutoff", sql: """
+        SELECT c::text, to_char(c AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
+          FROM (SELECT least(coalesce($1::timestamptz, now()), now()) AS c) cutoff
+        """)
 
-    /// Pruning, one small batch per statement so sign-ins never wait on a long lock.
-    /// Sessions past their absolute expiry, unrevoked sessions idle beyond the interval $1, and sessions
-    /// revoked longer ago than the interval $2 (kept that long to answer "why was I signed out"); $3 is the
-    /// batch size.
-    static let pruneSessions = """
-        DELETE FROM signin.sessions WHERE id IN (
+    /// One batch of `sessions revoke --all`: sessions neither revoked nor past expires_at, created before $1, with
+    /// an id above $2, at most $3 of them in id order (the primary key; the next batch starts after the last id),
+    /// revoked with reason operator_all. Idle ones too: idleness is a setting, and a longer one would revive them.
+    /// Rows a session check is refreshing are waited for (FOR UPDATE, not SKIP LOCKED): none may be missed.
+    /// Columns: how many the batch held, its last id, how many it revoked.
+    static let revokeAllSessions = Statement(name: "revoke_all_sessions", sql: """
+        WITH batch AS (
             SELECT id FROM signin.sessions
-            WHERE expires_at <= now()
-               OR (revoked_at IS NULL AND last_seen_at <= now() - $1::interval)
-               OR revoked_at <= now() - $2::interval
-            LIMIT $3::int FOR UPDATE SKIP LOCKED)
-        """
+             WHERE id > $2::bigint AND revoked_at IS NULL AND expires_at > now() AND created_at < $1::timestamptz
+             ORDER BY id
+             LIMIT $3::int
+               FOR UPDATE
+        ), revoked AS (
+            UPDATE signin.sessions s SET revoked_at = now(), revoked_reason = 'operator_all'
+             WHERE s.id = ANY (ARRAY(SELECT id FROM batch))
+            RETURNING s.id
+        )
+        SELECT (SELECT count(*) FROM batch), (SELECT max(id) FROM batch), (SELECT count(*) FROM revoked)
+        """)
 
-    /// Audit rows older than the interval $1, $2 at a time.
-    static let pruneSignIns = """
-        DELETE FROM signin.sign_ins WHERE id IN (
-            SELECT id FROM signin.sign_ins WHERE at < now() - $1::interval
-            LIMIT $2::int FOR UPDATE SKIP LOCKED)
-        """
+    static let userExists = Statement(name: "user_exists", sql: "SELECT count(*) FROM signin.users WHERE google_sub = $1")
+    static let sessionExists = Statement(name: "session_exists", sql: "SELECT count(*) FROM signin.sessions WHERE id = $1::bigint")
+
+    /// Pruning, one small batch per statement and one statement per reason (a condition OR-ed over three columns
+    /// was a sequential scan per batch). Expired and long-revoked sessions walk their own index oldest first: the
+    /// ORDER BY keeps that index scan whatever the planner guesses of how many rows match, and `= ANY (ARRAY(...))`
+    /// the primary key for the delete itself, even in a generic plan. Sign-ins never wait on a long lock.
+    /// Sessions past their absolute expiry (sessions_expires_at_idx); $1 is the batch size.
+    static let pruneExpiredSessions = Statement(name: "prune_expired_sessions", sql: """
+        DELETE FROM signin.sessions WHERE id = ANY (ARRAY(
+            SELECT id FROM signin.sessions WHERE expires_at <= now()
+            ORDER BY expires_at LIMIT $1::int FOR UPDATE SKIP LOCKED))
+        """)
+
+    /// Unrevoked sessions idle beyond the idle timeout the responder recorded (none recorded: none; they die at
+    /// their absolute expiry), among the ids above $1 up to $1 + $2: idle pruning walks the table once per run in
+    /// primary-key chunks, each a short statement. No index serves it on purpose: one on last_seen_at would make
+    /// every last_seen_at refresh of the session check a non-HOT update (docs/database.md, "Indexes").
+    static let pruneIdleSessions = Statement(name: "prune_idle_sessions", sql: """
+        DELETE FROM signin.sessions WHERE id = ANY (ARRAY(
+            SELECT id FROM signin.sessions
+            WHERE id > $1::bigint AND id <= $1::bigint + $2::int
+              AND revoked_at IS NULL
+              AND last_seen_at <= now() - (SELECT session_idle_timeout FROM signin.service_settings)
+            FOR UPDATE SKIP LOCKED))
+        """)
+
+    /// The ids idle pruning walks: one below the smallest, and the largest (NULLs: no session).
+    static let sessionIDRange = Statement(name: "session_id_range", sql: "SELECT min(id) - 1, max(id) FROM signin.sessions")
+
+    /// Sessions revoked longer ago than the interval $1, kept that long to answer "why was I signed out"
+    /// (sessions_revoked_at_idx); $2 is the batch size.
+    static let pruneRevokedSessions = Statement(name: "prune_revoked_sessions", sql: """
+        DELETE FROM signin.sessions WHERE id = ANY (ARRAY(
+            SELECT id FROM signin.sessions WHERE revoked_at <= now() - $1::interval
+            ORDER BY revoked_at LIMIT $2::int FOR UPDATE SKIP LOCKED))
+        """)
+
+    /// Audit rows older than the interval $1 (at least 7 days), $2 at a time, through the owner's function: the
+    /// service's role may not delete from the audit itself (sql/007_audit_prune.sql).
+    static let pruneSignIns = Statement(name: "prune_sign_ins", sql: "SELECT signin.prune_sign_ins($1::interval, $2::int)")
+
+    /// Every operator statement, for `tokensignin dev sql` and the docs.
+    static let statements = [listUserSessions, revokeUserSessions, revokeSession, revokeAllCutoff, revokeAllSessions,
+                             userExists, sessionExists, pruneExpiredSessions, sessionIDRange, pruneIdleSessions, pruneRevokedSessions,
+                             pruneSignIns]
 }
 
-/// The responder's statements by name, for `tokensignin dev sql` (benchmarks run the same SQL in pgbench).
+/// The application's statements by name, for `tokensignin dev sql` (benchmarks run the same SQL in pgbench) and the
+/// test that keeps docs/database.md word for word in step.
 enum StatementCatalog {
     static let statements = [Queries.signIn, Queries.checkSession, Queries.signInFailure, Queries.signOut,
-                             Queries.listSessions, Queries.revokeOwnSession, SecurityEventQueries.apply]
+                             Queries.listSessions, Queries.revokeOwnSession, SecurityEventQueries.apply,
+                             ServiceSettingsQueries.record, ServiceSettingsQueries.read] + OperatorQueries.statements
     static var names: [String] { statements.map(\.name) }
     static func sql(named name: String) -> String? { statements.first { $0.name == name }?.sql }
 }

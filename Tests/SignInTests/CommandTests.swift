@@ -50,7 +50,7 @@ func runCommand(_ arguments: [String], environment env: [String: String] = [:], 
     @Test func statusAndDryRunShowWithoutChangingAndMigrateApplies() throws {
         let db = try TestDatabase("cli_migrate")
         let env = ["TOKENSIGNIN_DATABASE_URL": databaseURL(db.name), "TOKENSIGNIN_SQL_DIR": repositoryRoot + "/sql"]
-        let files = try FileManager.default.contentsOfDirectory(atPath: repositoryRoot + "/sql").filter { $0.hasSuffix(".sql") }.sorted()
+        let files = try FileManager.default.contentsOfDirectory(atPath: repositoryRoot + "/sql").filter(Migration.isMigrationFileName).sorted()
 
         let before = runCommand(["migrate", "--status"], environment: env)
         #expect(before.status == 0 && before.out == files.map { "pending\t\($0)" })
