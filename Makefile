@@ -9,7 +9,7 @@ RUN_DIR      ?= $(CURDIR)/.run
 # Developer machines only (`make deps`); a deployed host needs none of these (see the .deb's Depends).
 DEBIAN_PACKAGES = libfcgi-dev libfcgi-bin libssl-dev openssl libpq-dev libcurl4-openssl-dev ca-certificates \
                   postgresql postgresql-contrib nginx-light spawn-fcgi wrk pkg-config curl python3 python3-venv \
-                  binutils dpkg-dev systemd systemd-container strace
+                  binutils dpkg-dev systemd systemd-container strace pgbouncer
 # The tests' Python packages from PyPI (Tests/requirements.txt: Prometheus' text parser, Selenium and pytest for
 # the browser tests), pinned, in a private venv under .build.
 VENV          = .build/venv

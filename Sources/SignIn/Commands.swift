@@ -180,7 +180,7 @@ public enum Commands {
             guard !migrator.migrations.isEmpty else {
                 throw SignInError(.usage, "no migration files (NNN_name.sql) in \(configuration.sqlDirectory): set --sql-dir or TOKENSIGNIN_SQL_DIR")
             }
-            let connection = try Connection(conninfo: configuration.conninfo)
+            let connection = try Connection(conninfo: configuration.conninfo, pooler: configuration.databasePooler)
             switch mode {
             case "--status", "--dry-run":
                 let status = try migrator.status(on: connection)

@@ -7,15 +7,18 @@ import Store
 /// (PostgreSQL restarted, a failover), reconnects and runs it once more, so a client sees no error for it.
 final class PostgresStore: SessionStore, SecurityEventStore {
     private let conninfo: String
+    /// What the conninfo points at: PostgreSQL, or a transaction pooler (no named statements, per-transaction timeouts).
+    private let pooler: Pooler
     let policy: SessionPolicy
     private let log: Log
     private let redact: @Sendable (String) -> String
     private let metrics: Metrics?
     private var connection: Connection?
 
-    init(conninfo: String, policy: SessionPolicy, log: Log, redact: @escaping @Sendable (String) -> String = { $0 },
-         metrics: Metrics? = nil) {
+    init(conninfo: String, pooler: Pooler = .none, policy: SessionPolicy, log: Log,
+         redact: @escaping @Sendable (String) -> String = { $0 }, metrics: Metrics? = nil) {
         self.conninfo = conninfo
+        self.pooler = pooler
         self.policy = policy
         self.log = log
         self.redact = redact
@@ -24,7 +27,7 @@ final class PostgresStore: SessionStore, SecurityEventStore {
 
     /// The store the service's settings describe.
     convenience init(_ configuration: Configuration, log: Log, metrics: Metrics? = nil) {
-        self.init(conninfo: configuration.conninfo, policy: configuration.sessionPolicy, log: log,
+        self.init(conninfo: configuration.conninfo, pooler: configuration.databasePooler, policy: configuration.sessionPolicy, log: log,
                   redact: { [configuration] in configuration.redacted($0) }, metrics: metrics)
     }
 
@@ -138,7 +141,7 @@ final class PostgresStore: SessionStore, SecurityEventStore {
         }
     }
 
-    // MARK: connection    // MARK: connection
+    // MARK: connection
 
     /// Runs `statement`; when the connection turns out to have been lost, re-establishes it and tries once more.
     /// A sign-in retried after a lost commit fails on the unique token hash instead of opening two sessions.
@@ -174,7 +177,7 @@ final class PostgresStore: SessionStore, SecurityEventStore {
     private func database() throws(StoreError) -> Connection {
         if let connection { return connection }
         do {
-            let opened = try Connection(conninfo: conninfo)
+            let opened = try Connection(conninfo: conninfo, pooler: pooler)
             connection = opened
             return opened
         } catch {
