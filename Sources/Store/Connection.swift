@@ -273,12 +273,14 @@ public final class Connection {
     }
 
     private func failure(_ result: OpaquePointer?) -> StoreError {
-        let lost = PQstatus(pg) != CONNECTION_OK
         guard let result else {
+            let lost = isGone()
             needsReset = needsReset || lost
             return StoreError(lost ? .connectionLost : .queryFailed, Connection.firstLine(PQerrorMessage(pg)))
         }
         let sqlState = Connection.field(result, CLibPQ_diagSQLState())
+        // Without a SQLSTATE the error is libpq's own, and may be the lost connection itself.
+        let lost = sqlState == nil ? isGone() : PQstatus(pg) != CONNECTION_OK
         let constraint = Connection.field(result, CLibPQ_diagConstraintName())
         let message = Connection.field(result, CLibPQ_diagMessagePrimary())
             ?? Connection.firstLine(PQresultErrorMessage(result))
@@ -294,6 +296,14 @@ public final class Connection {
         }
         let code = StoreError.code(forSQLState: sqlState)
         return StoreError(code, sqlState: sqlState, constraint: constraint, message)
+    }
+
+    /// Whether the server session is gone. A server that crashed (or was stopped in immediate mode) closes the
+    /// socket after a mere WARNING; libpq then reports the failed write ("server closed the connection
+    /// unexpectedly") before it has read the end of the stream, and PQstatus still says the connection is fine.
+    /// Reading what the socket holds (it never waits) settles it.
+    private func isGone() -> Bool {
+        PQstatus(pg) != CONNECTION_OK || PQconsumeInput(pg) == 0 || PQstatus(pg) != CONNECTION_OK
     }
 
     private static func field(_ result: OpaquePointer, _ code: Int32) -> String? {

@@ -288,6 +288,26 @@ import Testing
 
 /// Restarts a private server: the cluster the other suites share is never disturbed.
 @Suite struct ServerRestartTests {
+    /// A crash (or an immediate stop, or a failover's old primary dying) sends no error, only a WARNING before the
+    /// socket closes: the next call must still be a retryable lost connection, never a query fault (a 500).
+    @Test(arguments: Pooler.allCases)
+    func aCrashedServerIsALostConnectionNotAQueryFault(pooler: Pooler) throws {
+        let cluster = try PrivateCluster()
+        let connection = try Connection(conninfo: cluster.conninfo, pooler: pooler)
+        let statement = Statement(name: "echo", sql: "SELECT $1::text")
+        #expect(try connection.execute(statement, ["before"])[0, 0] == "before")
+        try cluster.control("crash")
+        do {
+            try connection.execute(statement, ["crashed"])
+            Issue.record("a call on a crashed server succeeded")
+        } catch {
+            #expect(error.code == .connectionLost && error.isRetryable, "\(error.code): \(error.detail)")
+        }
+        #expect(!connection.isConnected)
+        try cluster.control("start")
+        #expect(try connection.execute(statement, ["after"])[0, 0] == "after")
+    }
+
     @Test func preparedStatementsWorkAgainAfterTheServerRestarts() throws {
         let cluster = try PrivateCluster()
         let connection = try Connection(conninfo: cluster.conninfo)
