@@ -102,10 +102,11 @@ run: build ## run it all locally (PostgreSQL, responder, nginx on https://127.0.
 stop: ## stop what `make run` started
 	scripts/local-run stop
 
-bench: deps ## the benchmarks (bench/verify, bench/signin, bench/session): ratios against OpenSSL and pgbench
+bench: deps ## the benchmarks (bench/verify, signin, session, responders): ratios against OpenSSL, pgbench, one responder
 	bench/verify
 	bench/signin
 	bench/session
+	bench/responders
 
 clean: ## remove build output and the local run folder
 	-$(MAKE) stop

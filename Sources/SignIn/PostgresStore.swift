@@ -27,7 +27,8 @@ final class PostgresStore: SessionStore, SecurityEventStore {
 
     /// The store the service's settings describe.
     convenience init(_ configuration: Configuration, log: Log, metrics: Metrics? = nil) {
-        self.init(conninfo: configuration.conninfo, pooler: configuration.databasePooler, policy: configuration.sessionPolicy, log: log,
+        self.init(conninfo: configuration.conninfo, pooler: configuration.databasePooler,
+                  policy: configuration.sessionPolicy, log: log,
                   redact: { [configuration] in configuration.redacted($0) }, metrics: metrics)
     }
 
