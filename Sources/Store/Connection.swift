@@ -321,6 +321,8 @@ public final class Connection {
     private static func withParameters<R>(
         _ params: [any SQLParameter], _ body: (Int32, UnsafePointer<UnsafePointer<CChar>?>?) -> R
     ) throws(StoreError) -> R {
+        // The protocol's limit; refused here, before anything is sent (in a pipeline, half of it would be).
+        guard params.count <= 65_535 else { throw StoreError(.invalidParameter, "more than 65535 parameters") }
         var buffer: [CChar] = [0]
         var offsets: [Int?] = []
         offsets.reserveCapacity(params.count)

@@ -91,6 +91,17 @@ import Testing
     }
 
     @Test(arguments: Pooler.allCases)
+    func moreParametersThanTheProtocolCarriesAreRefusedBeforeSending(pooler: Pooler) throws {
+        let connection = try Connection(conninfo: "", pooler: pooler)
+        let pid = connection.backendPID
+        #expect(throws: StoreError(.invalidParameter)) {
+            try connection.query("SELECT 1", [String](repeating: "x", count: 65_536))
+        }
+        #expect(try connection.query("SELECT 1")[0, 0] == "1")
+        #expect(connection.backendPID == pid, "the same session: nothing was lost or reset")
+    }
+
+    @Test(arguments: Pooler.allCases)
     func rowsCarryColumnsCountsAndAffectedRows(pooler: Pooler) throws {
         let db = try TestDatabase("rows")
         let connection = try db.connect(pooler: pooler)
