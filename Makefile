@@ -10,7 +10,7 @@ RUN_DIR      ?= $(CURDIR)/.run
 FUZZ_SECONDS ?= 60
 DEBIAN_PACKAGES = libfcgi-dev libfcgi-bin libssl-dev openssl libpq-dev libcurl4-openssl-dev ca-certificates \
                   postgresql postgresql-contrib nginx-light spawn-fcgi wrk pkg-config curl python3 python3-venv \
-                  binutils dpkg-dev systemd systemd-container strace
+                  binutils dpkg-dev systemd systemd-container strace pgbouncer
 # The tests' Python packages from PyPI (Tests/requirements.txt: Prometheus' text parser, Selenium and pytest for
 # the browser tests), pinned, in a private venv under .build.
 VENV          = .build/venv
@@ -121,10 +121,11 @@ restart: build ## restart the local responder the way a deploy does: the socket 
 stop: ## stop what `make run` started
 	scripts/local-run stop
 
-bench: deps ## the benchmarks (bench/verify, bench/signin, bench/session): ratios against OpenSSL and pgbench
+bench: deps ## the benchmarks (bench/verify, signin, session, responders): ratios against OpenSSL, pgbench, one responder
 	bench/verify
 	bench/signin
 	bench/session
+	bench/responders
 
 clean: ## remove build output and the local run folder
 	-$(MAKE) stop

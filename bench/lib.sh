@@ -97,6 +97,23 @@ pgbench_script() {
     done
 }
 
+# Writes the pgbench script of the responder's sign-in statement into $1, with its parameters as the responder
+# binds them: a user drawn from a pool of $2 (google_sub 'pgbench-user-<n>', apart from wrk's 'bench-user-<i>',
+# so both sides first create users and then sign returning ones in), the email claims, NULL for the claims the
+# bench tokens do not carry (wrk sends no User-Agent either), a fresh session hash per sign-in (SHA-256
+# computed by PostgreSQL here, by the responder in Swift on the other side), the default 30-day lifetime and
+# the default limit of 100 live sessions per user. Usage: signin_pgbench_script OUT USERS
+signin_pgbench_script() {
+    pgbench_script sign_in "$1" \
+        -e "s/\\\$10\\b/encode(sha256(convert_to(:n::text || '-' || :c::text || '-' || clock_timestamp()::text, 'UTF8')), 'hex')/g" \
+        -e "s/\\\$11\\b/'2592000 seconds'/g; s/\\\$12\\b/'$client_id'/g; s/\\\$13\\b/NULL/g; s/\\\$14\\b/'127.0.0.1'/g; s/\\\$15\\b/100/g; s/\\\$16\\b/extract(epoch FROM now())::bigint/g" \
+        -e "s/\\\$1\\b/('pgbench-user-' || :n::text)/g; s/\\\$2\\b/'bench@example.com'/g; s/\\\$3\\b/'true'/g" \
+        -e "s/\\\$[4-9]\\b/NULL/g" <<PGB
+\set n random(1, $2)
+\set c random(1, 1000000000)
+PGB
+}
+
 # Runs pgbench with the script $1 into $2 (BENCH_PGBENCH_CLIENTS clients, by default as many as wrk has
 # connections; prepared statements like the responder's). Exits with pgbench's output when it fails or any
 # transaction failed.

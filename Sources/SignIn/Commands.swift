@@ -188,7 +188,7 @@ public enum Commands {
             guard !migrator.migrations.isEmpty else {
                 throw SignInError(.usage, "no migration files (NNN_name.sql) in \(configuration.sqlDirectory): set --sql-dir or TOKENSIGNIN_SQL_DIR")
             }
-            let connection = try Connection(conninfo: configuration.conninfo)
+            let connection = try Connection(conninfo: configuration.conninfo, pooler: configuration.databasePooler)
             if let role {
                 // A parameter, not an identifier in the text: set_config is SET ROLE without interpolation.
                 try connection.query("SELECT set_config('role', $1, false)", [role])

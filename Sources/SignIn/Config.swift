@@ -35,6 +35,8 @@ public struct Configuration: Sendable, Equatable {
     public var clockSkew: Int64
     /// A libpq connection URL or nil to use libpq's `PG*` environment variables.
     public var databaseURL: String?
+    /// What the database settings point at: PostgreSQL (`none`) or a transaction pooler such as PgBouncer.
+    public var databasePooler: Pooler
     /// Absolute session lifetime in seconds.
     public var sessionTTL: Int64
     /// Idle session lifetime in seconds; never more than `sessionTTL`.
@@ -224,6 +226,16 @@ public struct Configuration: Sendable, Equatable {
             }
         }
 
+        // TOKENSIGNIN_DATABASE_POOLER
+        if let text = value(.databasePooler) {
+            guard let pooler = Pooler(rawValue: text) else {
+                throw Self.invalid("\(Setting.databasePooler.variable) must be none or transaction, got '\(text)'")
+            }
+            databasePooler = pooler
+        } else {
+            databasePooler = .none
+        }
+
         // TOKENSIGNIN_SESSION_TTL and TOKENSIGNIN_SESSION_IDLE_TTL
         sessionTTL = try Self.duration(value(.sessionTTL), .sessionTTL) ?? Self.defaultSessionTTL
         if let idle = try Self.duration(value(.sessionIdleTTL), .sessionIdleTTL) {
@@ -342,6 +354,7 @@ public struct Configuration: Sendable, Equatable {
         case hostedDomains = "HOSTED_DOMAINS"
         case clockSkew = "CLOCK_SKEW"
         case databaseURL = "DATABASE_URL"
+        case databasePooler = "DATABASE_POOLER"
         case sessionTTL = "SESSION_TTL"
         case sessionIdleTTL = "SESSION_IDLE_TTL"
         case cookieName = "COOKIE_NAME"
@@ -371,6 +384,7 @@ public struct Configuration: Sendable, Equatable {
             case .hostedDomains: "comma-separated Workspace domains allowed (default: any account)"
             case .clockSkew: "seconds of clock tolerance, 0...600 (default 60)"
             case .databaseURL: "postgresql:// URL (default: libpq's PG* variables)"
+            case .databasePooler: "none, or transaction behind PgBouncer's pool_mode = transaction (default none)"
             case .sessionTTL: "absolute session lifetime, e.g. 30d, 12h, 90 (default 30d)"
             case .sessionIdleTTL: "idle session lifetime, at most SESSION_TTL (default 7d)"
             case .cookieName: "session cookie name (default \(Configuration.defaultCookieName))"

@@ -7,6 +7,8 @@ import Store
 /// (PostgreSQL restarted, a failover), reconnects and runs it once more, so a client sees no error for it.
 final class PostgresStore: SessionStore, SecurityEventStore {
     private let conninfo: String
+    /// What the conninfo points at: PostgreSQL, or a transaction pooler (no named statements, per-transaction timeouts).
+    private let pooler: Pooler
     let policy: SessionPolicy
     private let log: Log
     private let redact: @Sendable (String) -> String
@@ -18,9 +20,10 @@ final class PostgresStore: SessionStore, SecurityEventStore {
     /// When this store last wrote (or tried to write) the settings; nil: not yet.
     private var settingsRecordedAt: ContinuousClock.Instant?
 
-    init(conninfo: String, policy: SessionPolicy, log: Log, redact: @escaping @Sendable (String) -> String = { $0 },
-         metrics: Metrics? = nil, recordsSettings: Bool = false) {
+    init(conninfo: String, pooler: Pooler = .none, policy: SessionPolicy, log: Log,
+         redact: @escaping @Sendable (String) -> String = { $0 }, metrics: Metrics? = nil, recordsSettings: Bool = false) {
         self.conninfo = conninfo
+        self.pooler = pooler
         self.policy = policy
         self.log = log
         self.redact = redact
@@ -30,7 +33,8 @@ final class PostgresStore: SessionStore, SecurityEventStore {
 
     /// The store the service's settings describe; by default it records them (`recordsSettings`).
     convenience init(_ configuration: Configuration, log: Log, metrics: Metrics? = nil, recordsSettings: Bool = true) {
-        self.init(conninfo: configuration.conninfo, policy: configuration.sessionPolicy, log: log,
+        self.init(conninfo: configuration.conninfo, pooler: configuration.databasePooler,
+                  policy: configuration.sessionPolicy, log: log,
                   redact: { [configuration] in configuration.redacted($0) }, metrics: metrics,
                   recordsSettings: recordsSettings)
     }
@@ -151,7 +155,7 @@ final class PostgresStore: SessionStore, SecurityEventStore {
         }
     }
 
-    // MARK: connection    // MARK: connection
+    // MARK: connection
 
     /// Runs `statement`; when the connection turns out to have been lost, re-establishes it and tries once more.
     /// A sign-in retried after a lost commit fails on the unique token hash instead of opening two sessions.
@@ -215,7 +219,7 @@ final class PostgresStore: SessionStore, SecurityEventStore {
             return connection
         }
         do {
-            let opened = try Connection(conninfo: conninfo)
+            let opened = try Connection(conninfo: conninfo, pooler: pooler)
             connection = opened
             if recordsSettings { recordSettings(opened) }
             return opened

@@ -38,7 +38,7 @@ public enum Serve {
 
         // A database that is down at start-up is not fatal: requests get 503 until it is back.
         do {
-            _ = try Connection(conninfo: configuration.conninfo).query("SELECT 1", [])
+            _ = try Connection(conninfo: configuration.conninfo, pooler: configuration.databasePooler).query("SELECT 1", [])
         } catch {
             // libpq's own words say what is wrong (a bad password, a misspelt database, an unknown parameter).
             log.warning("database_unavailable_at_start", ["code": error.code.name, "sqlstate": error.sqlState,

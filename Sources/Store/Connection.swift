@@ -1,16 +1,36 @@
 // Connection: one libpq connection used by one thread at a time, with parameterised and prepared statements.
 import CLibPQ
 
+/// What sits between a connection and PostgreSQL, which decides what may live on the server session.
+public enum Pooler: String, Sendable, CaseIterable {
+    /// PostgreSQL itself: the timeouts go in the `options` startup parameter, and statements are prepared once
+    /// per connection under their names.
+    case none
+    /// A pooler that hands the server session to another client after every transaction (PgBouncer's
+    /// `pool_mode = transaction`). Stock PgBouncer refuses the `options` startup parameter, and a named
+    /// statement or a session-level SET would land on whichever client gets the session next: every statement
+    /// is unnamed, and the timeouts are set for one transaction at a time, in the same round trip.
+    case transaction
+}
+
 /// One PostgreSQL connection. Not shared between threads: each worker owns its own.
 ///
 /// When a call finds the connection broken it throws a retryable `connection_lost`; the next call first
-/// re-establishes the connection (PQreset) and prepares statements again as they are used.
+/// re-establishes the connection (PQreset: with a multi-host conninfo, libpq picks a host again as
+/// `target_session_attrs` says) and, without a pooler, prepares statements again as they are used.
 public final class Connection {
     private let pg: OpaquePointer
-    /// SQL of the statements prepared on the current server session, by name.
+    /// What the conninfo points at; decides how statements and timeouts are sent.
+    public let pooler: Pooler
+    /// SQL of the statements prepared on the current server session, by name (never with a transaction pooler).
     private var prepared: [String: String] = [:]
     /// Set when a call found the connection broken; the next call resets it first.
     private var needsReset = false
+
+    /// A request never waits on a lock or a runaway query for long: a DBA's open transaction holding a user's
+    /// row must not pin every worker. Migrations lift both inside their own transactions.
+    public static let statementTimeoutMilliseconds = 5_000
+    public static let lockTimeoutMilliseconds = 2_000
 
     /// Defaults applied before the caller's conninfo, so the caller's values win: never hang on connect,
     /// notice a dead peer, and name ourselves in pg_stat_activity.
@@ -22,15 +42,27 @@ public final class Connection {
         ("keepalives_count", "3"),
         ("tcp_user_timeout", "30000"),  // ms a write may stay unacknowledged before the connection is dead
         ("fallback_application_name", "tokensignin"),
-        // A request never waits on a lock or a runaway query for long: a DBA's open transaction holding a
-        // user's row must not pin every worker. The conninfo's own `options` wins; migrations lift both.
-        ("options", "-c statement_timeout=5000 -c lock_timeout=2000"),
     ]
 
-    /// Connects with a libpq connection string (`host=... dbname=...` or `postgresql://...`); "" uses
-    /// libpq's PG* environment variables. Text is exchanged as UTF-8 whatever the conninfo says.
-    public init(conninfo: String) throws(StoreError) {
-        let pairs = Connection.defaults + [("dbname", conninfo), ("client_encoding", "UTF8")]
+    /// The timeouts as a startup parameter, for every server session of a direct connection. The conninfo's
+    /// own `options` wins.
+    static let timeoutOptions = ("options", "-c statement_timeout=\(statementTimeoutMilliseconds) -c lock_timeout=\(lockTimeoutMilliseconds)")
+
+    /// The timeouts for the current transaction only (`set_config(..., true)` is SET LOCAL), sent ahead of each
+    /// statement behind a transaction pooler. Constants, not parameters: nothing here comes from input.
+    static let localTimeouts = "SELECT set_config('statement_timeout', '\(statementTimeoutMilliseconds)', true), "
+        + "set_config('lock_timeout', '\(lockTimeoutMilliseconds)', true)"
+
+    /// BEGIN and the timeouts for that transaction, in one simple query (one round trip, like BEGIN alone).
+    static let beginWithLocalTimeouts = "BEGIN; SET LOCAL statement_timeout = \(statementTimeoutMilliseconds); "
+        + "SET LOCAL lock_timeout = \(lockTimeoutMilliseconds)"
+
+    /// Connects with a libpq connection string (`host=... dbname=...` or `postgresql://...`, several hosts
+    /// allowed); "" uses libpq's PG* environment variables. Text is exchanged as UTF-8 whatever the conninfo
+    /// says. `pooler` says what the conninfo points at (PostgreSQL, or a transaction pooler in front of it).
+    public init(conninfo: String, pooler: Pooler = .none) throws(StoreError) {
+        let startup = pooler == .none ? Connection.defaults + [Connection.timeoutOptions] : Connection.defaults
+        let pairs = startup + [("dbname", conninfo), ("client_encoding", "UTF8")]
         let connection = Connection.withCStringArrays(pairs) { keywords, values in
             PQconnectdbParams(keywords, values, 1)
         }
@@ -42,6 +74,7 @@ public final class Connection {
         }
         CLibPQ_silenceNotices(connection)
         pg = connection
+        self.pooler = pooler
     }
 
     deinit { PQfinish(pg) }
@@ -60,7 +93,8 @@ public final class Connection {
     /// True while libpq believes the connection is usable (it learns otherwise only when a call fails).
     public var isConnected: Bool { !needsReset && PQstatus(pg) == CONNECTION_OK }
 
-    /// The server's process ID for this session (for pg_stat_activity and pg_terminate_backend).
+    /// The server's process ID for this session (for pg_stat_activity and pg_terminate_backend); behind a
+    /// pooler, whatever key the pooler made up for the client connection.
     public var backendPID: Int { Int(PQbackendPID(pg)) }
 
     /// The value libpq is using for a connection option (`host`, `dbname`, `connect_timeout`, ...), for logs
@@ -80,15 +114,18 @@ public final class Connection {
     @discardableResult
     public func query(_ sql: String, _ params: [any SQLParameter] = []) throws(StoreError) -> Rows {
         try ensureConnected()
+        if pooler == .transaction && !isInTransaction { return try withLocalTimeouts(sql, params) }
         let result = try Connection.withParameters(params) { count, values in
             PQexecParams(pg, sql, count, nil, values, nil, nil, 0)
         }
         return try rows(from: result)
     }
 
-    /// Runs a named prepared statement, preparing it first if this server session has not seen it.
+    /// Runs a named prepared statement, preparing it first if this server session has not seen it. Behind a
+    /// transaction pooler the same SQL runs unnamed instead (the session may be another client's next).
     @discardableResult
     public func execute(_ statement: Statement, _ params: [any SQLParameter] = []) throws(StoreError) -> Rows {
+        if pooler == .transaction { return try query(statement.sql, params) }
         try ensureConnected()
         try prepareIfNeeded(statement)
         let result = try Connection.withParameters(params) { count, values in
@@ -115,9 +152,14 @@ public final class Connection {
         _ = try rows(from: PQexec(pg, script))
     }
 
-    /// Runs `body` between BEGIN and COMMIT; rolls back and rethrows when it throws.
+    /// Runs `body` between BEGIN and COMMIT; rolls back and rethrows when it throws. Behind a transaction
+    /// pooler, the BEGIN carries the timeouts for this transaction (SET LOCAL, the same round trip).
     public func transaction<T>(_ body: (Connection) throws(StoreError) -> T) throws(StoreError) -> T {
-        try query("BEGIN")
+        if pooler == .transaction {
+            try run(script: Connection.beginWithLocalTimeouts)
+        } else {
+            try query("BEGIN")
+        }
         let value: T
         do {
             value = try body(self)
@@ -139,6 +181,56 @@ public final class Connection {
     func rollbackQuietly() {
         guard !needsReset, PQstatus(pg) == CONNECTION_OK, isInTransaction else { return }
         if let result = PQexec(pg, "ROLLBACK") { PQclear(result) }
+    }
+
+    // MARK: - Behind a transaction pooler
+
+    /// Runs `sql` after `localTimeouts` in one pipeline, one round trip: the two statements and the Sync after
+    /// them are one implicit transaction on one server session (a pooler hands the session on only after the
+    /// Sync), so the timeouts hold for this statement and end with it. A failure of either rolls both back.
+    private func withLocalTimeouts(_ sql: String, _ params: [any SQLParameter]) throws(StoreError) -> Rows {
+        // Parameters are checked (a NUL) before anything is queued.
+        let sent = try Connection.withParameters(params) { count, values in
+            PQenterPipelineMode(pg) == 1
+                && PQsendQueryParams(pg, Connection.localTimeouts, 0, nil, nil, nil, nil, 0) == 1
+                && PQsendQueryParams(pg, sql, count, nil, values, nil, nil, 0) == 1
+                && PQpipelineSync(pg) == 1
+        }
+        // A half-sent pipeline leaves libpq's queue in a state no later call can use: start afresh next call.
+        guard sent else { throw pipelineBroken() }
+        var rows: Rows?
+        var firstError: StoreError?
+        for statement in 0..<2 {
+            guard let pointer = PQgetResult(pg) else { throw pipelineBroken() }
+            let result = QueryResult(pointer)
+            let status = PQresultStatus(result.pointer)
+            if status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK || status == PGRES_EMPTY_QUERY {
+                if statement == 1 { rows = result.rows() }
+            } else if status != PGRES_PIPELINE_ABORTED {  // aborted: skipped after the error already kept
+                let error = failure(result.pointer)
+                if needsReset { throw error }  // the session is gone (or unusable): nothing more will come
+                firstError = firstError ?? error
+            }
+            // Each statement's results end with a NULL; anything else means libpq and we disagree.
+            if let extra = PQgetResult(pg) {
+                PQclear(extra)
+                throw pipelineBroken()
+            }
+        }
+        guard let sync = PQgetResult(pg) else { throw pipelineBroken() }
+        let synced = PQresultStatus(sync) == PGRES_PIPELINE_SYNC
+        PQclear(sync)
+        guard synced, PQexitPipelineMode(pg) == 1 else { throw pipelineBroken() }
+        if let firstError { throw firstError }
+        guard let rows else { throw StoreError(.unexpectedResult, "the statement returned no result") }
+        return rows
+    }
+
+    /// The error for a pipeline that did not go as libpq promises; the next call starts a new session.
+    private func pipelineBroken() -> StoreError {
+        let error = failure(nil)
+        needsReset = true
+        return error.code == .connectionLost ? error : StoreError(.connectionLost, error.detail)
     }
 
     // MARK: - Connection state
@@ -181,12 +273,14 @@ public final class Connection {
     }
 
     private func failure(_ result: OpaquePointer?) -> StoreError {
-        let lost = PQstatus(pg) != CONNECTION_OK
         guard let result else {
+            let lost = isGone()
             needsReset = needsReset || lost
             return StoreError(lost ? .connectionLost : .queryFailed, Connection.firstLine(PQerrorMessage(pg)))
         }
         let sqlState = Connection.field(result, CLibPQ_diagSQLState())
+        // Without a SQLSTATE the error is libpq's own, and may be the lost connection itself.
+        let lost = sqlState == nil ? isGone() : PQstatus(pg) != CONNECTION_OK
         let constraint = Connection.field(result, CLibPQ_diagConstraintName())
         let message = Connection.field(result, CLibPQ_diagMessagePrimary())
             ?? Connection.firstLine(PQresultErrorMessage(result))
@@ -204,6 +298,14 @@ public final class Connection {
         return StoreError(code, sqlState: sqlState, constraint: constraint, message)
     }
 
+    /// Whether the server session is gone. A server that crashed (or was stopped in immediate mode) closes the
+    /// socket after a mere WARNING; libpq then reports the failed write ("server closed the connection
+    /// unexpectedly") before it has read the end of the stream, and PQstatus still says the connection is fine.
+    /// Reading what the socket holds (it never waits) settles it.
+    private func isGone() -> Bool {
+        PQstatus(pg) != CONNECTION_OK || PQconsumeInput(pg) == 0 || PQstatus(pg) != CONNECTION_OK
+    }
+
     private static func field(_ result: OpaquePointer, _ code: Int32) -> String? {
         PQresultErrorField(result, code).map { String(cString: $0) }
     }
@@ -216,9 +318,11 @@ public final class Connection {
     // MARK: - C strings
 
     /// Lays the parameters out in one NUL-separated buffer and hands libpq pointers into it (NULL for nil).
-    private static func withParameters(
-        _ params: [any SQLParameter], _ body: (Int32, UnsafePointer<UnsafePointer<CChar>?>?) -> OpaquePointer?
-    ) throws(StoreError) -> OpaquePointer? {
+    private static func withParameters<R>(
+        _ params: [any SQLParameter], _ body: (Int32, UnsafePointer<UnsafePointer<CChar>?>?) -> R
+    ) throws(StoreError) -> R {
+        // The protocol's limit; refused here, before anything is sent (in a pipeline, half of it would be).
+        guard params.count <= 65_535 else { throw StoreError(.invalidParameter, "more than 65535 parameters") }
         var buffer: [CChar] = [0]
         var offsets: [Int?] = []
         offsets.reserveCapacity(params.count)

@@ -1,6 +1,7 @@
 // Rows: the copied-out result of one statement (column names, text values, counts), and Statement.
 
-/// A named statement, prepared on each connection the first time it runs there.
+/// A named statement, prepared on each connection the first time it runs there (run unnamed instead behind a
+/// transaction pooler: see `Pooler`).
 public struct Statement: Hashable, Sendable {
     /// The server-side name of the prepared statement; unique per SQL text within the application.
     public let name: String

@@ -23,6 +23,7 @@ private func rendered(_ config: Configuration, _ setting: Configuration.Setting)
     case .hostedDomains: config.hostedDomains.joined(separator: "|")
     case .clockSkew: String(config.clockSkew)
     case .databaseURL: config.databaseURL ?? "nil"
+    case .databasePooler: config.databasePooler.rawValue
     case .sessionTTL: String(config.sessionTTL)
     case .sessionIdleTTL: String(config.sessionIdleTTL)
     case .cookieName: config.cookieName
@@ -47,6 +48,7 @@ private func rendered(_ config: Configuration, _ setting: Configuration.Setting)
         (.hostedDomains, ""),
         (.clockSkew, "60"),
         (.databaseURL, "nil"),
+        (.databasePooler, "none"),
         (.sessionTTL, "2592000"),
         (.sessionIdleTTL, "604800"),
         (.cookieName, "__Host-tokensignin"),
@@ -91,6 +93,8 @@ private func rendered(_ config: Configuration, _ setting: Configuration.Setting)
         (.hostedDomains, "env.example", "Example.COM,b.example", "example.com|b.example"),
         (.clockSkew, "10", "0", "0"),
         (.databaseURL, "postgresql://env/db", "postgres://flag/db", "postgres://flag/db"),
+        (.databasePooler, "transaction", "none", "none"),
+        (.databasePooler, "none", "transaction", "transaction"),
         (.sessionTTL, "1d", "12h", "43200"),
         (.sessionIdleTTL, "1h", "15m", "900"),
         (.cookieName, "env_cookie", "sid", "sid"),
@@ -119,6 +123,7 @@ private func rendered(_ config: Configuration, _ setting: Configuration.Setting)
         #expect(Configuration.Setting.allCases.map(\.variable) == [
             "TOKENSIGNIN_CLIENT_IDS", "TOKENSIGNIN_JWKS_URL", "TOKENSIGNIN_JWKS_FILE", "TOKENSIGNIN_KEY_WAIT", "TOKENSIGNIN_LISTEN",
             "TOKENSIGNIN_WORKERS", "TOKENSIGNIN_CHECK_WORKERS", "TOKENSIGNIN_REQUEST_TIMEOUT", "TOKENSIGNIN_HOSTED_DOMAINS", "TOKENSIGNIN_CLOCK_SKEW", "TOKENSIGNIN_DATABASE_URL",
+            "TOKENSIGNIN_DATABASE_POOLER",
             "TOKENSIGNIN_SESSION_TTL", "TOKENSIGNIN_SESSION_IDLE_TTL", "TOKENSIGNIN_COOKIE_NAME",
             "TOKENSIGNIN_SITE_ORIGINS", "TOKENSIGNIN_SIGNIN_REDIRECT", "TOKENSIGNIN_WEB_FORM_ORIGINS", "TOKENSIGNIN_MAX_SESSIONS_PER_USER",
             "TOKENSIGNIN_SQL_DIR", "TOKENSIGNIN_ALLOW_REMOTE_LISTEN",
@@ -213,6 +218,9 @@ private func rendered(_ config: Configuration, _ setting: Configuration.Setting)
         ("TOKENSIGNIN_DATABASE_URL", "host=db password=secret", "TOKENSIGNIN_DATABASE_URL must start with postgresql:// or postgres://"),
         ("TOKENSIGNIN_DATABASE_URL", "postgresql://app:s3cret@db/signin?bogus=1", "TOKENSIGNIN_DATABASE_URL is not a URL libpq accepts: invalid URI query parameter: \"bogus\""),
         ("TOKENSIGNIN_DATABASE_URL", "postgresql://app:s3cret@[::1/signin", "TOKENSIGNIN_DATABASE_URL is not a URL libpq accepts: end of string reached when looking for matching \"]\" in IPv6 host address in URI: \"postgresql://app:***@[::1/signin\""),
+        ("TOKENSIGNIN_DATABASE_POOLER", "pgbouncer", "TOKENSIGNIN_DATABASE_POOLER must be none or transaction, got 'pgbouncer'"),
+        ("TOKENSIGNIN_DATABASE_POOLER", "Transaction", "TOKENSIGNIN_DATABASE_POOLER must be none or transaction, got 'Transaction'"),
+        ("TOKENSIGNIN_DATABASE_POOLER", "session", "TOKENSIGNIN_DATABASE_POOLER must be none or transaction, got 'session'"),
         ("TOKENSIGNIN_COOKIE_NAME", "a;b", "TOKENSIGNIN_COOKIE_NAME must be a token (letters, digits and !#$%&'*+-.^_`|~), got 'a;b'"),
         ("TOKENSIGNIN_SITE_ORIGINS", "https://example.com/", "TOKENSIGNIN_SITE_ORIGINS has a malformed origin (want scheme://host[:port], no path): 'https://example.com/'"),
         ("TOKENSIGNIN_WEB_FORM_ORIGINS", "accounts.google.com", "TOKENSIGNIN_WEB_FORM_ORIGINS has a malformed origin (want scheme://host[:port], no path): 'accounts.google.com'"),
@@ -266,6 +274,9 @@ private func rendered(_ config: Configuration, _ setting: Configuration.Setting)
         ("TOKENSIGNIN_SESSION_TTL", "10x"),
         ("TOKENSIGNIN_SESSION_IDLE_TTL", "-1"),
         ("TOKENSIGNIN_SESSION_IDLE_TTL", "31d"),
+        ("TOKENSIGNIN_DATABASE_POOLER", "yes"),
+        ("TOKENSIGNIN_DATABASE_POOLER", "transaction,none"),
+        ("TOKENSIGNIN_DATABASE_POOLER", "statement"),
         ("TOKENSIGNIN_COOKIE_NAME", "a=b"),
         ("TOKENSIGNIN_COOKIE_NAME", "sessión"),
         ("TOKENSIGNIN_SITE_ORIGINS", "example.com"),

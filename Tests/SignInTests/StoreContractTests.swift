@@ -1,5 +1,6 @@
-// The SessionStore contract, run against PostgreSQL (the real statements) and the in-memory store the route
-// tests use, so the fast route tests stand on the behaviour of the real one.
+// The SessionStore contract, run against PostgreSQL (the real statements), the same through a stock PgBouncer in
+// transaction pooling mode, and the in-memory store the route tests use, so the fast route tests stand on the
+// behaviour of the real one.
 import Foundation
 @testable import IDToken
 import Store
@@ -44,7 +45,9 @@ final class StoreUnderTest: @unchecked Sendable {
     }
 
     enum Kind: String, CaseIterable, Sendable, CustomStringConvertible {
-        case memory, postgres
+        /// PostgresStore straight to PostgreSQL, and through PgBouncer (`pool_mode = transaction`, two server
+        /// sessions shared by the store and the test's own connection).
+        case memory, postgres, pgbouncer
         var description: String { rawValue }
     }
 
@@ -71,12 +74,18 @@ final class StoreUnderTest: @unchecked Sendable {
                     memory.events.map { [$0.jti, $0.type, $0.outcome, $0.state, String($0.sessionsRevoked), $0.userID == nil ? "f" : "t"] }
                 },
                 keepAlive: nil)
-        case .postgres:
+        case .postgres, .pgbouncer:
             let db = try TestDatabase.migrated("contract")
-            let sql = try db.connect()
+            let bouncer = kind == .pgbouncer ? try PgBouncer("contract", poolSize: 2) : nil
+            let sql = try bouncer.map { try Connection(conninfo: $0.conninfo(db.name), pooler: .transaction) } ?? db.connect()
             let log = Log { _ in }
+            let store = if let bouncer {
+                PostgresStore(conninfo: bouncer.conninfo(db.name), pooler: .transaction, policy: policy, log: log)
+            } else {
+                PostgresStore(conninfo: db.conninfo, policy: policy, log: log)
+            }
             return StoreUnderTest(
-                store: PostgresStore(conninfo: db.conninfo, policy: policy, log: log),
+                store: store,
                 disable: { sub in try sql.query("UPDATE signin.users SET disabled_at = now() WHERE google_sub = $1", [sub]) },
                 block: { sub in try sql.query("UPDATE signin.users SET google_sign_in_blocked_at = now() WHERE google_sub = $1", [sub]) },
                 expire: { id in
@@ -98,8 +107,18 @@ final class StoreUnderTest: @unchecked Sendable {
                     let rows = try sql.query("SELECT jti, event_type, outcome, state, sessions_revoked, user_id IS NOT NULL FROM signin.security_events ORDER BY id")
                     return (0..<rows.count).map { row in (0..<6).map { rows[row, $0] } }
                 },
-                keepAlive: db)
+                keepAlive: Resources(database: db, bouncer: bouncer))
         }
+    }
+}
+
+/// What a PostgreSQL store under test needs alive as long as it is used.
+private final class Resources {
+    let database: TestDatabase
+    let bouncer: PgBouncer?
+    init(database: TestDatabase, bouncer: PgBouncer?) {
+        self.database = database
+        self.bouncer = bouncer
     }
 }
 

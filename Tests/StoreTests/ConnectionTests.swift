@@ -1,4 +1,5 @@
-// Connection: connecting, parameters, errors and their codes, prepared statements, losing the server.
+// Connection: connecting, parameters, errors and their codes, prepared statements, losing the server. What
+// holds with and without a transaction pooler runs both ways, here straight against the test cluster.
 import Foundation
 import TestSupport
 import Store
@@ -55,30 +56,33 @@ import Testing
     @Test(arguments: [
         "plain", "", "it's \"quoted\"; DROP TABLE x; --", "ünïcødé ✓ 日本語 🙂", "back\\slash $1 %s",
         "line\nbreak\ttab",
-    ])
-    func textParametersRoundTripUnchanged(_ value: String) throws {
-        let connection = try Connection(conninfo: "")
+    ], Pooler.allCases)
+    func textParametersRoundTripUnchanged(_ value: String, pooler: Pooler) throws {
+        let connection = try Connection(conninfo: "", pooler: pooler)
         let rows = try connection.query("SELECT $1::text, length($1::text)", [value])
         #expect(rows[0, 0] == value)
         #expect(rows[0, 1] == String(value.count))
     }
 
-    @Test func longParameterRoundTrips() throws {
+    @Test(arguments: Pooler.allCases)
+    func longParameterRoundTrips(pooler: Pooler) throws {
         let value = String(repeating: "0123456789", count: 100_000)
-        let rows = try Connection(conninfo: "").query("SELECT $1::text", [value])
+        let rows = try Connection(conninfo: "", pooler: pooler).query("SELECT $1::text", [value])
         #expect(rows[0, 0] == value)
     }
 
-    @Test func nullParametersAndNullValuesRoundTrip() throws {
-        let connection = try Connection(conninfo: "")
+    @Test(arguments: Pooler.allCases)
+    func nullParametersAndNullValuesRoundTrip(pooler: Pooler) throws {
+        let connection = try Connection(conninfo: "", pooler: pooler)
         let rows = try connection.query("SELECT $1::text, $2::text IS NULL, $3::int + 1", [nil, nil, "41"])
         #expect(rows[0, 0] == nil)
         #expect(rows[0, 1] == "t")
         #expect(rows[0, 2] == "42")
     }
 
-    @Test func parameterWithNulIsRefusedNotTruncated() throws {
-        let connection = try Connection(conninfo: "")
+    @Test(arguments: Pooler.allCases)
+    func parameterWithNulIsRefusedNotTruncated(pooler: Pooler) throws {
+        let connection = try Connection(conninfo: "", pooler: pooler)
         #expect(throws: StoreError(.invalidParameter)) { try connection.query("SELECT $1::text", ["a\u{0}b"]) }
         #expect(throws: StoreError(.invalidParameter)) {
             try connection.execute(Statement(name: "nul", sql: "SELECT $1::text"), ["a\u{0}b"])
@@ -86,9 +90,21 @@ import Testing
         #expect(try connection.query("SELECT 1")[0, 0] == "1")  // still usable
     }
 
-    @Test func rowsCarryColumnsCountsAndAffectedRows() throws {
+    @Test(arguments: Pooler.allCases)
+    func moreParametersThanTheProtocolCarriesAreRefusedBeforeSending(pooler: Pooler) throws {
+        let connection = try Connection(conninfo: "", pooler: pooler)
+        let pid = connection.backendPID
+        #expect(throws: StoreError(.invalidParameter)) {
+            try connection.query("SELECT 1", [String](repeating: "x", count: 65_536))
+        }
+        #expect(try connection.query("SELECT 1")[0, 0] == "1")
+        #expect(connection.backendPID == pid, "the same session: nothing was lost or reset")
+    }
+
+    @Test(arguments: Pooler.allCases)
+    func rowsCarryColumnsCountsAndAffectedRows(pooler: Pooler) throws {
         let db = try TestDatabase("rows")
-        let connection = try db.connect()
+        let connection = try db.connect(pooler: pooler)
         try connection.query("CREATE TABLE t (id int PRIMARY KEY, label text)")
         let inserted = try connection.query("INSERT INTO t VALUES (1, 'a'), (2, NULL), (3, 'c')")
         #expect(inserted.affectedRows == 3)
@@ -103,9 +119,10 @@ import Testing
         #expect(try connection.query("DELETE FROM t WHERE id = 99").affectedRows == 0)
     }
 
-    @Test func uniqueViolationHasItsCodeSQLStateAndConstraint() throws {
+    @Test(arguments: Pooler.allCases)
+    func uniqueViolationHasItsCodeSQLStateAndConstraint(pooler: Pooler) throws {
         let db = try TestDatabase("unique")
-        let connection = try db.connect()
+        let connection = try db.connect(pooler: pooler)
         try connection.query("CREATE TABLE t (k text CONSTRAINT t_k_key UNIQUE)")
         try connection.query("INSERT INTO t VALUES ($1)", ["secret-value"])
         do {
@@ -121,8 +138,9 @@ import Testing
         }
     }
 
-    @Test func otherServerErrorsAreQueryFailedOrConstraintViolation() throws {
-        let connection = try Connection(conninfo: "")
+    @Test(arguments: Pooler.allCases)
+    func otherServerErrorsAreQueryFailedOrConstraintViolation(pooler: Pooler) throws {
+        let connection = try Connection(conninfo: "", pooler: pooler)
         do {
             try connection.query("SELEC 1")
             Issue.record("expected a syntax error")
@@ -139,7 +157,7 @@ import Testing
             #expect(error.sqlState == "22P02")
         }
         let db = try TestDatabase("check")
-        let other = try db.connect()
+        let other = try db.connect(pooler: pooler)
         try other.query("CREATE TABLE t (n int CHECK (n > 0))")
         #expect(throws: StoreError(.constraintViolation)) { try other.query("INSERT INTO t VALUES (-1)") }
     }
@@ -179,8 +197,9 @@ import Testing
         #expect(StoreError(.queryFailed, sqlState: sqlState).isRetryable == retryable)
     }
 
-    @Test func serializationFailureIsRetryable() throws {
-        let connection = try Connection(conninfo: "")
+    @Test(arguments: Pooler.allCases)
+    func serializationFailureIsRetryable(pooler: Pooler) throws {
+        let connection = try Connection(conninfo: "", pooler: pooler)
         do {
             try connection.query("DO $$ BEGIN RAISE EXCEPTION USING ERRCODE = '40001'; END $$")
             Issue.record("expected an error")
@@ -216,15 +235,16 @@ import Testing
         #expect(try connection.execute(statement, ["b"])[0, 0] == "b")
     }
 
-    @Test func terminatedBackendThrowsRetryableThenNextCallReconnectsAndPreparesAgain() throws {
-        let connection = try Connection(conninfo: "")
+    @Test(arguments: Pooler.allCases)
+    func terminatedBackendThrowsRetryableThenNextCallReconnectsAndPreparesAgain(pooler: Pooler) throws {
+        let connection = try Connection(conninfo: "", pooler: pooler)
         let statement = Statement(name: "who", sql: "SELECT pg_backend_pid()::text || $1::text")
         let pid = connection.backendPID
         #expect(try connection.execute(statement, ["!"])[0, 0] == "\(pid)!")
 
         let admin = try Connection(conninfo: "")
-        #expect(try admin.query("SELECT pg_terminate_backend($1::int)", [String(pid)])[0, 0] == "t")
-        Thread.sleep(forTimeInterval: 0.2)
+        // With a timeout, pg_terminate_backend returns once the backend has exited (its socket is closed).
+        #expect(try admin.query("SELECT pg_terminate_backend($1::int, 10000)", [String(pid)])[0, 0] == "t")
 
         do {
             try connection.execute(statement, ["!"])
@@ -238,15 +258,17 @@ import Testing
         #expect(rows[0, 0] == "\(connection.backendPID)?")
     }
 
-    @Test func copyModeIsRefusedAndTheNextCallWorks() throws {
-        let connection = try Connection(conninfo: "")
+    @Test(arguments: Pooler.allCases)
+    func copyModeIsRefusedAndTheNextCallWorks(pooler: Pooler) throws {
+        let connection = try Connection(conninfo: "", pooler: pooler)
         #expect(throws: StoreError(.queryFailed)) { try connection.query("COPY (SELECT 1) TO STDOUT") }
         #expect(try connection.query("SELECT 2")[0, 0] == "2")
     }
 
-    @Test func transactionCommitsOrRollsBack() throws {
+    @Test(arguments: Pooler.allCases)
+    func transactionCommitsOrRollsBack(pooler: Pooler) throws {
         let db = try TestDatabase("tx")
-        let connection = try db.connect()
+        let connection = try db.connect(pooler: pooler)
         try connection.query("CREATE TABLE t (n int PRIMARY KEY)")
         try connection.transaction { (c) throws(StoreError) in
             try c.query("INSERT INTO t VALUES (1)")
@@ -262,9 +284,10 @@ import Testing
         #expect(try connection.query("SELECT string_agg(n::text, ',' ORDER BY n) FROM t")[0, 0] == "1,2")
     }
 
-    @Test func scriptRunsSeveralStatementsAndStopsAtTheFirstError() throws {
+    @Test(arguments: Pooler.allCases)
+    func scriptRunsSeveralStatementsAndStopsAtTheFirstError(pooler: Pooler) throws {
         let db = try TestDatabase("script")
-        let connection = try db.connect()
+        let connection = try db.connect(pooler: pooler)
         try connection.run(script: "CREATE TABLE a (n int); INSERT INTO a VALUES (1); INSERT INTO a VALUES (2);")
         #expect(throws: StoreError(.queryFailed)) {
             try connection.run(script: "INSERT INTO a VALUES (3); SELEC oops; INSERT INTO a VALUES (4);")
@@ -276,6 +299,26 @@ import Testing
 
 /// Restarts a private server: the cluster the other suites share is never disturbed.
 @Suite struct ServerRestartTests {
+    /// A crash (or an immediate stop, or a failover's old primary dying) sends no error, only a WARNING before the
+    /// socket closes: the next call must still be a retryable lost connection, never a query fault (a 500).
+    @Test(arguments: Pooler.allCases)
+    func aCrashedServerIsALostConnectionNotAQueryFault(pooler: Pooler) throws {
+        let cluster = try PrivateCluster()
+        let connection = try Connection(conninfo: cluster.conninfo, pooler: pooler)
+        let statement = Statement(name: "echo", sql: "SELECT $1::text")
+        #expect(try connection.execute(statement, ["before"])[0, 0] == "before")
+        try cluster.control("crash")
+        do {
+            try connection.execute(statement, ["crashed"])
+            Issue.record("a call on a crashed server succeeded")
+        } catch {
+            #expect(error.code == .connectionLost && error.isRetryable, "\(error.code): \(error.detail)")
+        }
+        #expect(!connection.isConnected)
+        try cluster.control("start")
+        #expect(try connection.execute(statement, ["after"])[0, 0] == "after")
+    }
+
     @Test func preparedStatementsWorkAgainAfterTheServerRestarts() throws {
         let cluster = try PrivateCluster()
         let connection = try Connection(conninfo: cluster.conninfo)

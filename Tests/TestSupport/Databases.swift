@@ -34,7 +34,7 @@ public final class TestDatabase {
         return db
     }
 
-    public func connect() throws -> Connection { try Connection(conninfo: conninfo) }
+    public func connect(pooler: Pooler = .none) throws -> Connection { try Connection(conninfo: conninfo, pooler: pooler) }
 
     deinit {
         if let admin = try? Connection(conninfo: "") {
@@ -67,4 +67,36 @@ public final class PrivateCluster {
 /// Runs a program with this process's environment and returns its exit status.
 public func spawnAndWait(_ arguments: [String]) -> Int32 {
     (try? runProgram(arguments[0], Array(arguments.dropFirst()), environment: ProcessInfo.processInfo.environment).status) ?? -1
+}
+
+/// A private PgBouncer (scripts/pgbouncer-local: stock settings, `pool_mode = transaction`) on a unix socket in
+/// its own folder, in front of the test cluster, so every client shares `poolSize` server sessions.
+public final class PgBouncer {
+    public let directory: String
+    public let port: Int
+    /// The socket folder clients connect to (PGHOST).
+    public let host: String
+
+    public init(_ label: String, poolSize: Int = 2) throws {
+        let environment = ProcessInfo.processInfo.environment
+        guard let serverHost = environment["PGHOST"], let serverPort = environment["PGPORT"] else {
+            throw ProgramError("PgBouncer needs the test cluster: run the tests with `make test`")
+        }
+        // Under the folder scripts/with-test-db cleans up, which stops whatever a crashed run left behind.
+        let root = environment["TS_TEST_RUNDIR"] ?? NSTemporaryDirectory()
+        directory = root + "/\(label)-\(getpid())-\(randomHex(3))/pgbouncer"
+        port = 6432
+        let script = repositoryRoot + "/scripts/pgbouncer-local"
+        let start = try runProgram(script, ["start", directory, String(port), serverHost, serverPort, String(poolSize)],
+                                   environment: environment)
+        guard start.status == 0 else { throw ProgramError("pgbouncer-local start failed: \(start.stderrText)") }
+        let env = try runProgram(script, ["env", directory, String(port)], environment: environment).stdoutText
+        guard let host = env.firstMatch(of: /PGHOST='([^']*)'/)?.1 else { throw ProgramError("no PGHOST in \(env)") }
+        self.host = String(host)
+    }
+
+    /// A conninfo for `database` through the pooler.
+    public func conninfo(_ database: String) -> String { "host=\(host) port=\(port) dbname=\(database)" }
+
+    deinit { _ = spawnAndWait([repositoryRoot + "/scripts/pgbouncer-local", "stop", directory, String(port)]) }
 }

@@ -82,7 +82,9 @@ private func spawnLocked(_ executable: String, _ arguments: [String], environmen
     let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
     defer { argv.forEach { free($0) }; envp.forEach { free($0) } }
     _ = ignoreBrokenPipes
-    // The child gets SIGPIPE's default back (this process ignores it).
+    // The child gets SIGPIPE's default back (this process ignores it), and an empty signal mask: a thread of
+    // the test runtime blocks nearly every signal, and a daemon that never sets its own mask (PgBouncer) would
+    // inherit that and ignore the SIGTERM that should stop it.
     var attributes = posix_spawnattr_t()
     posix_spawnattr_init(&attributes)
     defer { posix_spawnattr_destroy(&attributes) }
@@ -90,7 +92,10 @@ private func spawnLocked(_ executable: String, _ arguments: [String], environmen
     sigemptyset(&defaults)
     sigaddset(&defaults, SIGPIPE)
     posix_spawnattr_setsigdefault(&attributes, &defaults)
-    posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGDEF))
+    var unblocked = sigset_t()
+    sigemptyset(&unblocked)
+    posix_spawnattr_setsigmask(&attributes, &unblocked)
+    posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK))
     var pid: pid_t = 0
     let result = posix_spawn(&pid, executable, &actions, &attributes, argv, envp)
     guard result == 0 else { throw ProgramError("cannot start \(executable): error \(result)") }
