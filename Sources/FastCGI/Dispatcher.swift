@@ -231,8 +231,8 @@ final class Dispatcher: Sendable {
                 let lane = laneIndex(for: request)
                 let job = Job(connection: connection, request: request, lane: lane, queued: monotonicNanoseconds())
                 switch gates[lane].admit(job) {
-                case .run:
-                    return .run(job)
+                case .run(let next):
+                    return .run(next)  // this request, or an older one of its lane (this one then waits in its place)
                 case .queued:
                     return .gone  // its wait is on the timer's clock (it looks every 100 ms at the latest)
                 case .full:

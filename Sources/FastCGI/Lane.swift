@@ -38,17 +38,25 @@ struct Job {
 }
 
 /// One lane's admission: how many of its requests run, and the queue of those waiting (first in, first out).
+///
+/// The common path takes no lock: a slot is claimed and given back with atomic operations on `runningCount`,
+/// and the queue's lock is taken only when the lane is full or jobs wait. No job is left waiting while a slot
+/// is free: whoever queues a job looks at the slots again after publishing `waiting`, and whoever frees a
+/// slot looks at `waiting` again after freeing it (both sequentially consistent), so one of the two sees
+/// the other and runs the job.
 final class LaneGate: Sendable {
     let lane: Lane
     let index: Int
-    private let state = Mutex<State>(State())
+    private let runningCount = Atomic<Int>(0)
     /// Jobs waiting, readable without the lock (the timer only looks when it is not zero).
     private let waiting = Atomic<Int>(0)
+    private let queue = Mutex<Queue>(Queue())
 
-    private struct State {
-        var running = 0
+    private struct Queue {
         var jobs: [Job] = []
         var head = 0
+
+        var count: Int { jobs.count - head }
     }
 
     init(lane: Lane, index: Int) {
@@ -59,56 +67,75 @@ final class LaneGate: Sendable {
     var count: Int { waiting.load(ordering: .relaxed) }
 
     /// Requests of this lane running now.
-    var running: Int { state.withLock { $0.running } }
+    var running: Int { runningCount.load(ordering: .relaxed) }
 
-    enum Admission { case run, queued, full }
+    enum Admission {
+        /// The caller runs this job now: the one it brought, or an older one that was waiting for a slot.
+        case run(Job)
+        case queued
+        case full
+    }
 
-    /// Lets the job run now (the caller handles it), queues it, or refuses it when the queue is full. One lock
-    /// for the decision and the queueing, so a request that finishes meanwhile cannot miss it.
+    /// Lets the job run now, queues it, or refuses it when the queue is full.
     func admit(_ job: Job) -> Admission {
-        state.withLock { state in
-            if state.running < lane.workers {
-                state.running += 1
-                return .run
-            }
-            guard state.jobs.count - state.head < lane.queueLimit else { return .full }
-            state.jobs.append(job)
-            waiting.store(state.jobs.count - state.head, ordering: .relaxed)
-            return .queued
+        // A newcomer does not pass jobs already waiting (it may pass one being queued at this very moment).
+        if waiting.load(ordering: .sequentiallyConsistent) == 0 && claim() { return .run(job) }
+        return queue.withLock { queue in
+            guard queue.count < lane.queueLimit else { return .full }
+            queue.jobs.append(job)
+            waiting.store(queue.count, ordering: .sequentiallyConsistent)
+            // A request that finished before the store above saw nothing waiting and freed its slot: take it.
+            guard claim() else { return .queued }
+            return .run(pop(&queue))
         }
     }
 
-    /// A request of this lane has finished: the oldest waiting job, which the caller runs in its place, or nil.
+    /// A request of this lane has finished: the oldest waiting job, which the caller runs in its place (the
+    /// slot passes to it), or nil.
     func finished() -> Job? {
-        state.withLock { state in
-            guard state.head < state.jobs.count else {
-                state.running -= 1
-                return nil
+        while true {
+            if waiting.load(ordering: .sequentiallyConsistent) > 0,
+               let job = queue.withLock({ $0.count > 0 ? pop(&$0) : nil }) {
+                return job
             }
-            return pop(&state)
+            runningCount.subtract(1, ordering: .sequentiallyConsistent)
+            // A job queued after the look above, while this slot was still taken, is this worker's to run.
+            guard waiting.load(ordering: .sequentiallyConsistent) > 0, claim() else { return nil }
         }
     }
 
     /// Removes and returns the jobs queued before `cutoff` (monotonic ns): they have waited too long.
     func expire(queuedBefore cutoff: UInt64) -> [Job] {
-        state.withLock { state in
+        queue.withLock { queue in
             var expired: [Job] = []
-            while state.head < state.jobs.count, state.jobs[state.head].queued < cutoff { expired.append(pop(&state)) }
+            while queue.count > 0, queue.jobs[queue.head].queued < cutoff { expired.append(pop(&queue)) }
             return expired
         }
     }
 
-    private func pop(_ state: inout State) -> Job {
-        let job = state.jobs[state.head]
-        state.head += 1
-        if state.head == state.jobs.count {
-            state.jobs.removeAll(keepingCapacity: true)
-            state.head = 0
-        } else if state.head >= 64 && state.head * 2 >= state.jobs.count {
-            state.jobs.removeSubrange(0..<state.head)
-            state.head = 0
+    /// Takes one of the lane's slots if one is free.
+    private func claim() -> Bool {
+        var current = runningCount.load(ordering: .sequentiallyConsistent)
+        while current < lane.workers {
+            let (exchanged, original) = runningCount.compareExchange(expected: current, desired: current + 1,
+                                                                     ordering: .sequentiallyConsistent)
+            if exchanged { return true }
+            current = original
         }
-        waiting.store(state.jobs.count - state.head, ordering: .relaxed)
+        return false
+    }
+
+    private func pop(_ queue: inout Queue) -> Job {
+        let job = queue.jobs[queue.head]
+        queue.head += 1
+        if queue.head == queue.jobs.count {
+            queue.jobs.removeAll(keepingCapacity: true)
+            queue.head = 0
+        } else if queue.head >= 64 && queue.head * 2 >= queue.jobs.count {
+            queue.jobs.removeSubrange(0..<queue.head)
+            queue.head = 0
+        }
+        waiting.store(queue.count, ordering: .sequentiallyConsistent)
         return job
     }
 }
