@@ -81,7 +81,12 @@ final class LaneGate: Sendable {
         // A newcomer does not pass jobs already waiting (it may pass one being queued at this very moment).
         if waiting.load(ordering: .sequentiallyConsistent) == 0 && claim() { return .run(job) }
         return queue.withLock { queue in
-            guard queue.count < lane.queueLimit else { return .full }
+            guard queue.count < lane.queueLimit else {
+                // A slot freed meanwhile (a finisher between its subtract and its second look) runs the oldest.
+                guard claim() else { return .full }
+                queue.jobs.append(job)
+                return .run(pop(&queue))
+            }
             queue.jobs.append(job)
             waiting.store(queue.count, ordering: .sequentiallyConsistent)
             // A request that finished before the store above saw nothing waiting and freed its slot: take it.

@@ -53,15 +53,18 @@ private func path(_ admission: LaneGate.Admission) -> String? {
         #expect(gate.finished() == nil && gate.running == 0)
     }
 
-    /// Eight threads admit jobs to a lane of one slot and run what they are given, then whatever `finished()`
-    /// hands them. Every job must run, never two at once, and nothing may be left in the queue: a job queued
-    /// just as the running one finished would wait there (until the timer's 503), and every later one behind
-    /// it. (Without `admit`'s second look at the slots this fails within a few thousand jobs.)
-    @Test func underContentionEveryJobRunsAndNoMoreThanTheLanesWorkersAtOnce() {
-        let workers = 1, threads = 8, perThread = 20_000
+    /// Eight threads admit jobs and run what they are given, then whatever `finished()` hands them, while a
+    /// ninth expires jobs that waited over a millisecond (the timer's part). Every job must run or expire,
+    /// never more than the lane's workers at once, and nothing may be left in the queue: a job queued just as
+    /// the last running one finished would wait there (until the timer's 503), and with one slot every later
+    /// one behind it. (Without `admit`'s second look at the slots this fails within a few thousand jobs.)
+    @Test(arguments: [1, 3])
+    func underContentionEveryJobRunsOrExpiresAndNoMoreThanTheLanesWorkersAtOnce(workers: Int) {
+        let threads = 8, perThread = 12_000
         let gate = LaneGate(lane: Lane(name: "checks", workers: workers, queueLimit: threads * perThread), index: 0)
         let connection = connection()
         let inFlight = Atomic<Int>(0), mostAtOnce = Atomic<Int>(0), ran = Atomic<Int>(0), refused = Atomic<Int>(0)
+        let expired = Atomic<Int>(0), admitting = Atomic<Int>(threads)
         let done = Monitor(0)
         for _ in 0..<threads {
             _ = Threads.start(detached: true) {
@@ -70,6 +73,7 @@ private func path(_ admission: LaneGate.Admission) -> String? {
                     while next != nil {
                         let now = inFlight.wrappingAdd(1, ordering: .sequentiallyConsistent).newValue
                         mostAtOnce.raise(to: now)
+                        for _ in 0..<20 { _ = inFlight.load(ordering: .relaxed) }  // a moment inside
                         ran.wrappingAdd(1, ordering: .relaxed)
                         inFlight.wrappingSubtract(1, ordering: .sequentiallyConsistent)
                         next = gate.finished()
@@ -82,11 +86,19 @@ private func path(_ admission: LaneGate.Admission) -> String? {
                     case .full: refused.wrappingAdd(1, ordering: .relaxed)
                     }
                 }
+                admitting.wrappingSubtract(1, ordering: .sequentiallyConsistent)
                 done.update { $0 += 1 }
             }
         }
-        #expect(done.wait(timeout: .seconds(120)) { $0 == threads })
-        #expect(ran.load(ordering: .relaxed) == threads * perThread)
+        _ = Threads.start(detached: true) {
+            while admitting.load(ordering: .sequentiallyConsistent) > 0 {
+                let old = gate.expire(queuedBefore: monotonicNanoseconds() &- 1_000_000)
+                expired.wrappingAdd(old.count, ordering: .relaxed)
+            }
+            done.update { $0 += 1 }
+        }
+        #expect(done.wait(timeout: .seconds(120)) { $0 == threads + 1 })
+        #expect(ran.load(ordering: .relaxed) + expired.load(ordering: .relaxed) == threads * perThread)
         #expect(refused.load(ordering: .relaxed) == 0)
         #expect(gate.count == 0 && gate.running == 0)
         #expect(mostAtOnce.load(ordering: .relaxed) <= workers)
