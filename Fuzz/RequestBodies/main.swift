@@ -1,5 +1,5 @@
 // libFuzzer target: arbitrary bytes as the body of POST /tokensignin (JSON, form, the web form with its CSRF
-// cookie) and as a query string. Built only by scripts/fuzz (`make fuzz`).
+// cookie), with a fixed or an arbitrary Content-Type. Built only by scripts/fuzz (`make fuzz`).
 import SignIn
 
 private let contentTypes = ["application/json", "application/x-www-form-urlencoded", "application/json; charset=utf-8",
@@ -9,8 +9,13 @@ private let contentTypes = ["application/json", "application/x-www-form-urlencod
 public func fuzzOneInput(_ data: UnsafePointer<UInt8>, _ count: Int) -> Int32 {
     let input = UnsafeRawBufferPointer(start: data, count: count)
     guard let first = input.first else { return 0 }
-    let body = Array(input.dropFirst())
-    let contentType = contentTypes[Int(first) % contentTypes.count]
+    var body = Array(input.dropFirst())
+    var contentType = contentTypes[Int(first) % contentTypes.count]
+    if first >= 0x80, let end = body.firstIndex(of: 0) {
+        // The Content-Type itself from the input: the bytes up to the first NUL.
+        contentType = String(decoding: body[..<end], as: UTF8.self)
+        body = Array(body[(end + 1)...])
+    }
     do {
         let parsed = try SignInRequest.parse(contentType: contentType, body: body, cookieHeader: "g_csrf_token=abc")
         // Whatever is accepted is a token of bounded size, never empty.

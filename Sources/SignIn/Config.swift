@@ -391,7 +391,7 @@ public struct Configuration: Sendable, Equatable {
             case .siteOrigins: "comma-separated origins of the site, e.g. https://example.com (default: none)"
             case .signInRedirect: "303 target of the web form flow: /path or https URL on a site origin (default /)"
             case .webFormOrigins: "comma-separated origins that may post the web form (default \(OriginCheck.google))"
-            case .maxSessionsPerUser: "live sessions per user; a sign-in beyond revokes the oldest (default 100)"
+            case .maxSessionsPerUser: "sessions per user; a sign-in beyond revokes the least recently used (default 100)"
             case .sqlDirectory: "migration files for `tokensignin migrate` (default ./sql)"
             case .allowRemoteListen: "true to let LISTEN be a TCP address other than loopback (default false)"
             }

@@ -17,7 +17,8 @@ enum Queries {
         """
 
     /// One sign-in in one round trip: upsert the user on google_sub, open a session unless the account is
-    /// disabled or its Google sign-in is blocked, revoke the user's oldest live sessions beyond the limit, and
+    /// disabled or its Google sign-in is blocked, revoke the user's least recently used sessions beyond the
+    /// limit (idle ones first: they count, since a longer idle timeout would bring them back), and
     /// write the audit row. A single statement is a single transaction, and ON CONFLICT makes concurrent first
     /// sign-ins of one user race-free (they also queue on the user's row, so the limit holds but for races).
     /// $1 google_sub, $2 email, $3 email_verified, $4 name, $5 given_name, $6 family_name, $7 picture,
@@ -56,7 +57,7 @@ enum Queries {
             UPDATE signin.sessions t SET revoked_at = now(), revoked_reason = 'session_limit'
              WHERE t.id IN (SELECT o.id FROM signin.sessions o JOIN u ON o.user_id = u.id
                              WHERE u.refusal IS NULL AND o.revoked_at IS NULL AND o.expires_at > now()
-                             ORDER BY o.id DESC OFFSET greatest($15::int - 1, 0))
+                             ORDER BY o.last_seen_at DESC, o.id DESC OFFSET greatest($15::int - 1, 0))
             RETURNING t.id
         ), audit AS (
             INSERT INTO signin.sign_ins (user_id, google_sub, outcome, reason, client_id, ip, user_agent, session_id)

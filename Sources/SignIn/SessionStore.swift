@@ -23,7 +23,7 @@ public struct SessionPolicy: Sendable, Hashable {
     public var lifetime: Int64
     /// Longest gap between two uses.
     public var idleTimeout: Int64
-    /// Live sessions one user may hold; a sign-in beyond it revokes the oldest (`session_limit`).
+    /// Unexpired sessions one user may hold; a sign-in beyond it revokes the least recently used (`session_limit`).
     public var maxSessionsPerUser: Int
 
     public init(lifetime: Int64, idleTimeout: Int64, maxSessionsPerUser: Int) {

@@ -62,7 +62,7 @@ public enum SignInRequest: Sendable, Equatable {
         }
         if let credential {
             guard idToken == nil else { throw SignInError(.malformedBody, "both idtoken and credential") }
-            // The CSRF check comes first: a forged cross-site post learns nothing about the token rules.
+            // The CSRF check comes before anything of the token: a forged cross-site post learns nothing of it.
             let cookie = Cookies.value(named: csrfCookieName, in: cookieHeader)
             guard let csrfToken, let cookie, !csrfToken.isEmpty, constantTimeEqual(csrfToken, cookie) else {
                 throw SignInError(.csrfMismatch, cookie == nil ? "no g_csrf_token cookie" : "g_csrf_token missing or different")

@@ -105,9 +105,10 @@ final class InMemoryStore: SessionStore, SecurityEventStore {
             audit.append(AuditRow(outcome: "failure", reason: refusal.rawValue, sub: user.sub, sessionID: nil))
             return .refused(userID: user.id, refusal)
         }
-        // The newest (limit - 1) live sessions stay, besides the new one.
+        // The (limit - 1) most recently used unexpired sessions stay, besides the new one.
         let live = sessions.indices.filter { sessions[$0].userID == user.id && sessions[$0].revokedReason == nil
-            && sessions[$0].expiresAt > now }.sorted { sessions[$0].id > sessions[$1].id }
+            && sessions[$0].expiresAt > now }
+            .sorted { (sessions[$0].lastSeenAt, sessions[$0].id) > (sessions[$1].lastSeenAt, sessions[$1].id) }
         for old in live.dropFirst(max(policy.maxSessionsPerUser - 1, 0)) { sessions[old].revokedReason = "session_limit" }
         let id = nextSessionID
         nextSessionID += 1

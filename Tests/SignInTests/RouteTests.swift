@@ -667,8 +667,10 @@ extension Response {
         #expect(h.log.last?.contains("reason=\(code.name)") == true)
     }
 
-    /// (content type) — anything but a SET's media types is invalid_request, not 415.
-    @Test(arguments: [nil, "text/plain", "application/json", "application/x-www-form-urlencoded", "application/secevent"] as [String?])
+    /// (content type) — anything but a SET's media types is invalid_request, not 415; a value with no media type
+    /// before its first `;` (which once trapped: the whole process) is one of them.
+    @Test(arguments: [nil, "text/plain", "application/json", "application/x-www-form-urlencoded", "application/secevent",
+                      "", ";", ";;", " ; ", ";application/secevent+jwt", ";application/jwt"] as [String?])
     func anotherMediaTypeIs400InvalidRequest(contentType: String?) throws {
         let h = try RouteHarness()
         h.verifier.events["set"] = .success(Self.set([Self.revoked("ada")]))

@@ -288,7 +288,7 @@ func verifiedToken(sub: String, email: String? = "ada@example.com", emailVerifie
     }
 
     @Test(arguments: Kind.allCases)
-    func signInBeyondTheLimitRevokesTheOldestLiveSessions(kind: Kind) throws {
+    func signInBeyondTheLimitRevokesTheLeastRecentlyUsedSessions(kind: Kind) throws {
         let s = try StoreUnderTest.make(kind, maxSessions: 3)
         var made: [(SignedIn, SessionToken.Hash)] = []
         for _ in 0..<5 { made.append(try Self.signIn(s.store, "sub-cap")) }
@@ -299,6 +299,25 @@ func verifiedToken(sub: String, email: String? = "ada@example.com", emailVerifie
         // Another user's sessions do not count.
         _ = try Self.signIn(s.store, "sub-cap-other")
         #expect(try s.store.liveSession(made[2].1) != nil)
+    }
+
+    /// The phone signed in first and used a minute ago stays; the newer session idle past the timeout goes
+    /// (by creation order it was the phone that would have been revoked).
+    @Test(arguments: Kind.allCases)
+    func theSessionLimitRevokesIdleSessionsBeforeOnesInUse(kind: Kind) throws {
+        let s = try StoreUnderTest.make(kind, maxSessions: 3)
+        let phone = try Self.signIn(s.store, "sub-lru")
+        let stale = try Self.signIn(s.store, "sub-lru")
+        let laptop = try Self.signIn(s.store, "sub-lru")
+        try s.idle(phone.0.sessionID, 60)
+        try s.idle(stale.0.sessionID, 8 * 86_400)
+        try s.idle(laptop.0.sessionID, 3_600)
+        let tablet = try Self.signIn(s.store, "sub-lru")
+        #expect(try s.revokedReason(stale.0.sessionID) == "session_limit")
+        for kept in [phone, laptop, tablet] {
+            #expect(try s.revokedReason(kept.0.sessionID) == nil)
+            #expect(try s.store.liveSession(kept.1) != nil)
+        }
     }
 }
 
