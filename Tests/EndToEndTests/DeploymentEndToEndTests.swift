@@ -92,8 +92,8 @@ import TestSupport
 
     /// The shipped nginx files keep FastCGI connections (`keepalive` + `fastcgi_keep_conn on`): a run of
     /// sign-ins and session checks reaches the responder over a few connections nginx reuses, not one
-    /// connection per request (the responder's own count of accepted connections says so), and nginx's
-    /// connection is left open and idle afterwards.
+    /// connection per request (the responder's own count of accepted connections says so). (Whether the kept
+    /// connection is still open afterwards depends on nginx's 60 s idle timeout on a slow machine: not asserted.)
     @Test func nginxReusesItsFastCGIConnectionsToTheResponder() throws {
         let stack = try Stack("keepconn")
         let requests = 20
@@ -108,16 +108,5 @@ import TestSupport
         // One per nginx worker in use, plus any nginx replaced after its upstream keepalive_timeout (60 s) on a
         // very slow machine; a connection per request would be 21.
         #expect(accepted >= 1 && accepted <= 4, "\(Int(accepted)) connections for \(requests + 1) requests")
-        #expect(try connectedUnixSockets(boundTo: stack.socketPath) >= 1, "nginx's kept connection is open")
     }
-}
-
-/// Connected unix sockets bound to `path` (the accepted ends of a listening socket), from /proc/net/unix.
-private func connectedUnixSockets(boundTo path: String) throws -> Int {
-    let table = try String(contentsOfFile: "/proc/net/unix", encoding: .utf8)
-    // Num RefCount Protocol Flags Type St Inode Path; St 03 = connected.
-    return table.split(separator: "\n").dropFirst().filter { line in
-        let fields = line.split(separator: " ", omittingEmptySubsequences: true)
-        return fields.count >= 8 && fields[5] == "03" && fields[7] == path
-    }.count
 }
