@@ -39,6 +39,11 @@ final class Connection: @unchecked Sendable {
     /// The timer shut the socket down (a deadline passed, or the stop gave up on it); touched with `state`
     /// locked. The next event ends with end-of-file, on which the holder closes it.
     var shutDown = false
+    /// Nanoseconds spent waiting for the peer to take answers, over the connection's life (`write`).
+    var writeWaited: UInt64 = 0
+    /// Requests and replies handled since a worker last took the connection from the epoll set or the
+    /// hand-back list (the dispatcher gives it back after `Dispatcher.turn`, so one peer cannot keep a worker).
+    var turnItems = 0
 
     init(_ socket: consuming Descriptor, limits: Limits, now: UInt64) {
         fd = socket.raw
@@ -74,10 +79,11 @@ final class Connection: @unchecked Sendable {
         }
     }
 
-    /// Writes all of `bytes`. Without a deadline it does not wait (the dispatcher never blocks): a peer whose
-    /// buffer is full loses the connection. With one, it polls for room until then. False when the bytes could
-    /// not all be written.
-    func write(_ bytes: [UInt8], until deadline: UInt64?) -> Bool {
+    /// Writes all of `bytes`. Without a budget it does not wait (the timer never blocks, and a management
+    /// reply the peer leaves unread closes the connection). With one, it polls for room, but the connection
+    /// may spend at most `budget` nanoseconds waiting over its whole life (`writeWaited`): a peer that reads a
+    /// trickle cannot hold a worker answer after answer. False when the bytes could not all be written.
+    func write(_ bytes: [UInt8], budget: UInt64?) -> Bool {
         bytes.withUnsafeBytes { raw in
             var offset = 0
             while offset < raw.count {
@@ -91,12 +97,13 @@ final class Connection: @unchecked Sendable {
                 case EINTR:
                     continue
                 case EAGAIN, EWOULDBLOCK:
-                    guard let deadline else { return false }
-                    let now = monotonicNanoseconds()
-                    guard now < deadline else { return false }
+                    guard let budget, writeWaited < budget else { return false }
+                    let started = monotonicNanoseconds()
                     var pending = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
-                    let milliseconds = Int32(min((deadline - now) / 1_000_000 + 1, 60_000))
-                    if poll(&pending, 1, milliseconds) < 0 && errno != EINTR { return false }
+                    let milliseconds = Int32(min((budget - writeWaited) / 1_000_000 + 1, 60_000))
+                    let polled = poll(&pending, 1, milliseconds)
+                    writeWaited += monotonicNanoseconds() - started
+                    if polled < 0 && errno != EINTR { return false }
                 default:
                     return false
                 }

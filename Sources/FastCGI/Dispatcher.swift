@@ -52,6 +52,8 @@ final class Dispatcher: Sendable {
     private let listening = Mutex<ListenerState>(ListenerState())
     private let timer = Wakeup()
     private let stopRequested = Atomic<Bool>(false)
+    /// When the timer last looked for kept connections idle past `Limits.idleTimeout` (monotonic ns).
+    private let lastIdleSweep = Atomic<UInt64>(0)
     /// Set when the graceful stop begins: every answer from then on closes its connection.
     let draining = Atomic<Bool>(false)
     private let failure = Mutex<FastCGIError?>(nil)
@@ -154,10 +156,15 @@ final class Dispatcher: Sendable {
                     return list
                 }
                 _ = Self.control(epoll.raw, EPOLL_CTL_MOD, handBack.raw, tag: Self.handBackTag, oneShot: true)
-                for connection in connections { serve(.drive(connection), handler: handler, scratch: &scratch) }
+                for connection in connections {
+                    connection.turnItems = 0
+                    serve(.drive(connection), handler: handler, scratch: &scratch)
+                }
             case let tag:
                 guard let pointer = UnsafeRawPointer(bitPattern: UInt(tag)) else { continue }
-                serve(.drive(Unmanaged<Connection>.fromOpaque(pointer).takeUnretainedValue()), handler: handler, scratch: &scratch)
+                let connection = Unmanaged<Connection>.fromOpaque(pointer).takeUnretainedValue()
+                connection.turnItems = 0
+                serve(.drive(connection), handler: handler, scratch: &scratch)
             }
         }
     }
@@ -223,7 +230,8 @@ final class Dispatcher: Sendable {
 
     /// What the buffered bytes lead to: a request to run, management answers, a refusal, or nothing yet.
     private func advance(_ connection: Connection) -> Next {
-        while let event = connection.parser.next() {
+        while connection.turnItems < Self.turn, let event = connection.parser.next() {
+            connection.turnItems += 1
             switch event {
             case .request(let request):
                 // The next request's clock starts with its own first byte.
@@ -240,11 +248,12 @@ final class Dispatcher: Sendable {
                     guard answerOverloaded(connection, request, lane: lane, waiting: true) else { return .gone }
                 }
             case .reply(let bytes, let thenClose):
-                guard connection.write(bytes, until: monotonicNanoseconds() + limits.writeTimeout.nanoseconds) else {
+                // A management reply is never waited on: a peer that leaves it unread loses the connection.
+                guard connection.write(bytes, budget: nil) else {
                     writeFailed(connection)
                     return .gone
                 }
-                if thenClose {
+                if thenClose || draining.load(ordering: .relaxed) {
                     close(connection)
                     return .gone
                 }
@@ -255,11 +264,27 @@ final class Dispatcher: Sendable {
                 return .gone
             }
         }
+        if connection.turnItems >= Self.turn {
+            // Its turn is over: the connection goes to the back of the line (the hand-back list), so a peer
+            // streaming requests or management records cannot keep this worker.
+            handBack(connection)
+            return .gone
+        }
         if connection.parser.haltWhenIdle && !connection.parser.isDiscarding {
             close(connection)  // the body after a closing answer has been skipped
             return .gone
         }
         return .needMore
+    }
+
+    /// Requests and replies one worker handles on a connection before it gives the connection back.
+    static let turn = 32
+
+    /// Queues a held connection for the next worker that takes the hand-back event.
+    private func handBack(_ connection: Connection) {
+        returned.withLock { $0.append(connection) }
+        var one: UInt64 = 1
+        _ = Glibc.write(handBack.raw, &one, 8)
     }
 
     private func laneIndex(for request: Request) -> Int {
@@ -276,6 +301,7 @@ final class Dispatcher: Sendable {
         let idle = connection.parser.isQuiet && connection.parser.requestID != 0
         if idle {
             connection.busySince = 0
+            connection.parser.shed()
         } else {
             // Bytes already buffered (a pipelined request's start, a body being skipped) start the clock now.
             if connection.busySince == 0 { connection.busySince = now }
@@ -361,7 +387,7 @@ final class Dispatcher: Sendable {
         let closeAfter = !connection.parser.canContinue || draining.load(ordering: .relaxed)
         let bytes = Records.answer(requestID: connection.parser.requestID, head: head, body: body,
                                    farewell: closeAfter && connection.parser.keepRequested)
-        guard connection.write(bytes, until: waiting ? monotonicNanoseconds() + limits.writeTimeout.nanoseconds : nil) else {
+        guard connection.write(bytes, budget: waiting ? limits.writeTimeout.nanoseconds : nil) else {
             writeFailed(connection)
             return false
         }
@@ -451,10 +477,12 @@ final class Dispatcher: Sendable {
         for gate in gates where gate.count > 0 {
             for job in gate.expire(queuedBefore: now &- min(now, gate.lane.maxWait.nanoseconds)) {
                 guard answerOverloaded(job.connection, job.request, lane: gate.index, waiting: false) else { continue }
-                returned.withLock { $0.append(job.connection) }
-                var one: UInt64 = 1
-                _ = Glibc.write(handBack.raw, &one, 8)
+                handBack(job.connection)
             }
+        }
+        if now &- lastIdleSweep.load(ordering: .relaxed) >= 1_000_000_000 {
+            lastIdleSweep.store(now, ordering: .relaxed)
+            closeIdle(now: now)
         }
         listening.withLock { listening in
             guard let pausedAt = listening.pausedAt, listening.on, now &- pausedAt >= 10_000_000,
@@ -462,6 +490,21 @@ final class Dispatcher: Sendable {
             if Self.control(epoll.raw, EPOLL_CTL_MOD, listener.fd, tag: Self.listenerTag, oneShot: true) { listening.pausedAt = nil }
         }
         if let drainStart { drain(now: now, since: drainStart) }
+    }
+
+    /// Kept connections idle past `idleTimeout` are shut down (the worker that gets their end of file closes
+    /// them), so peers that never close cannot hold the connection slots.
+    private func closeIdle(now: UInt64) {
+        let limit = limits.idleTimeout.nanoseconds
+        for connection in registry.withLock({ Array($0.values) }) {
+            connection.state.withLock { state in
+                guard case .idle(let since) = state, !connection.shutDown, now &- since >= limit else { return }
+                timeouts.add(1, ordering: .relaxed)
+                report(FastCGIError(.requestTimedOut, "kept connection idle for \(limits.idleTimeout)"))
+                connection.shutDown = true
+                _ = shutdown(connection.fd, Int32(SHUT_RDWR))
+            }
+        }
     }
 
     private func beginDrain(now: UInt64) {
@@ -492,7 +535,7 @@ final class Dispatcher: Sendable {
                         if connection.farewellSent == 0 {
                             connection.farewellSent = max(now, 1)
                             let farewell = Records.farewell(requestID: max(connection.parser.requestID, 1))
-                            if connection.write(farewell, until: nil) { return }
+                            if connection.write(farewell, budget: nil) { return }
                         } else {
                             guard now &- connection.farewellSent >= patience else { return }
                             var waiting: UInt8 = 0

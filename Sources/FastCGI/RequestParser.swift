@@ -27,6 +27,9 @@ public struct Limits: Sendable, Equatable {
     public var stallTimeout: Duration
     /// Writing one answer to a peer that does not read it.
     public var writeTimeout: Duration
+    /// A kept connection with no request this long is closed (nginx closes its own idle ones after its
+    /// `keepalive_timeout`, 60 s by default; this is for peers that never do).
+    public var idleTimeout: Duration
     /// How long a graceful stop waits for kept connections to be used or closed before it closes them.
     public var drainTimeout: Duration
     /// During a graceful stop, an idle kept connection that the web server has not closed this long after
@@ -34,8 +37,8 @@ public struct Limits: Sendable, Equatable {
     public var drainIdle: Duration
 
     public init(maxBodyBytes: Int, maxParamsBytes: Int = 128 * 1024, maxParams: Int = 512, maxStrayRecords: Int = 64,
-                bodySlackBytes: Int = 64 * 1024, maxDiscardBytes: Int = 1 << 20, maxConnections: Int = 4096, requestTimeout: Duration = .seconds(10),
-                stallTimeout: Duration = .seconds(2), writeTimeout: Duration = .seconds(10),
+                bodySlackBytes: Int = 64 * 1024, maxDiscardBytes: Int = 1 << 20, maxConnections: Int = 1024, requestTimeout: Duration = .seconds(10),
+                stallTimeout: Duration = .seconds(2), writeTimeout: Duration = .seconds(10), idleTimeout: Duration = .seconds(300),
                 drainTimeout: Duration = .seconds(10), drainIdle: Duration = .seconds(1)) {
         self.maxBodyBytes = maxBodyBytes
         self.maxParamsBytes = maxParamsBytes
@@ -47,13 +50,14 @@ public struct Limits: Sendable, Equatable {
         self.requestTimeout = requestTimeout
         self.stallTimeout = stallTimeout
         self.writeTimeout = writeTimeout
+        self.idleTimeout = idleTimeout
         self.drainTimeout = drainTimeout
         self.drainIdle = drainIdle
     }
 
     var isValid: Bool {
         maxBodyBytes >= 0 && maxParamsBytes >= 0 && maxParams >= 1 && maxStrayRecords >= 1 && bodySlackBytes >= 0 && maxDiscardBytes >= 0
-            && maxConnections >= 1 && requestTimeout > .zero && stallTimeout > .zero && writeTimeout > .zero
+            && maxConnections >= 1 && requestTimeout > .zero && stallTimeout > .zero && writeTimeout > .zero && idleTimeout > .zero
             && drainTimeout >= .zero && drainIdle >= .zero
     }
 }
@@ -120,6 +124,21 @@ package struct RequestParser {
 
     /// No request has begun and no partial record is waiting: the connection is idle between requests.
     package var isQuiet: Bool { phase == .idle && start == buffer.count }
+
+    /// Lets go of large buffers while the connection is idle between requests (a peer that once sent a
+    /// request at the limits does not keep that memory for as long as it keeps the connection).
+    package mutating func shed() {
+        guard phase == .idle, start == buffer.count else { return }
+        if buffer.capacity > Self.keptCapacity { buffer = [] } else { buffer.removeAll(keepingCapacity: true) }
+        start = 0
+        if paramBytes.capacity > Self.keptCapacity { paramBytes = [] }
+    }
+
+    /// Bytes of buffer a connection keeps between requests (nginx's requests are a few KiB).
+    static let keptCapacity = 16 * 1024
+
+    /// The buffers' capacity in bytes, for tests of `shed()`.
+    package var retainedBytes: Int { buffer.capacity + paramBytes.capacity + body.capacity }
 
     /// Called after the answer to the request `next()` delivered was written: the records after it may be parsed.
     package mutating func requestAnswered() {
@@ -257,9 +276,11 @@ package struct RequestParser {
                 guard count <= maxParams else { return false }
                 let key = String(decoding: name, as: UTF8.self)
                 let text = String(decoding: value, as: UTF8.self)
-                if key == "HTTP_COOKIE", let earlier = decoded[key] {
-                    // nginx 1.22 sends one HTTP_COOKIE per Cookie header line: together they are one header.
-                    decoded[key] = earlier + "; " + text
+                if key == "HTTP_COOKIE", decoded[key] != nil {
+                    // nginx 1.22 sends one HTTP_COOKIE per Cookie header line: together they are one header
+                    // (appended in place: linear in the cookies' bytes however many lines there are).
+                    decoded[key]!.append("; ")
+                    decoded[key]!.append(text)
                 } else {
                     // Otherwise the last value wins: a `fastcgi_param` after `include fastcgi_params` overrides.
                     decoded[key] = text

@@ -193,3 +193,20 @@ extension ParserEvent: Equatable {
         }
     }
 }
+
+/// A connection that once sent a request at the limits lets go of that memory while it is idle; nginx-sized
+/// buffers are kept for the next request.
+@Test func anIdleConnectionShedsLargeBuffers() {
+    var parser = RequestParser(limits: Limits(maxBodyBytes: 64))
+    let big = RawFastCGIConnection.request(params: ["DOCUMENT_URI": "/", "HTTP_X": String(repeating: "x", count: 60_000)], keep: true)
+    big.withUnsafeBytes { parser.receive($0) }
+    guard case .request? = parser.next() else { Issue.record("no request"); return }
+    parser.requestAnswered()
+    #expect(parser.next() == nil && parser.retainedBytes > 60_000)
+    parser.shed()
+    #expect(parser.retainedBytes < 3 * RequestParser.keptCapacity)
+    let small = RawFastCGIConnection.request(params: ["DOCUMENT_URI": "/next"], keep: true)
+    small.withUnsafeBytes { parser.receive($0) }
+    guard case .request(let next)? = parser.next() else { Issue.record("no request after shedding"); return }
+    #expect(next.path == "/next")
+}

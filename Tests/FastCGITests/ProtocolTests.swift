@@ -3,7 +3,9 @@
 @testable import FastCGI
 import Foundation
 import Glibc
+import Synchronization
 import Testing
+import Threads
 
 private typealias Raw = RawFastCGIConnection
 
@@ -190,6 +192,81 @@ private func stillServes(_ dir: TempDir, seconds: Double = 5) throws -> Bool {
         try connection.send(params: ["DOCUMENT_URI": "/kept"], keep: true)
         #expect(try connection.readResponse().body == Array("ok 0".utf8))
         #expect(recorder.requests.map(\.path) == ["/kept"])
+    }
+
+    /// Review (end of this round): a peer that streams BEGIN_REQUEST + ABORT_REQUEST pairs and reads the
+    /// replies a trickle at a time kept its worker for ever (each write got a fresh `writeTimeout`, each abort
+    /// reset the stray-record count). Two such peers held both threads of a one-worker server. Now a worker
+    /// gives a connection back after `Dispatcher.turn` records, a management reply is never waited on, and a
+    /// connection's waits for the peer to read are bounded over its whole life.
+    @Test func peersThatReadATrickleCannotKeepTheWorkers() throws {
+        let dir = try TempDir()
+        let server = try Server(listen: .unix(dir.file("s")), lanes: [Lane(name: "default", workers: 1)],
+                                limits: Limits(maxBodyBytes: 64, writeTimeout: .seconds(1)))
+        let running = RunningServer(server, handler: pathEcho)
+        defer { running.stop() }
+        let pair = Raw.begin(id: 1, keep: true) + Raw.record(type: 2, id: 1, [])
+        let burst = Array([[UInt8]](repeating: pair, count: 2_000).joined())
+        let stop = Atomic<Bool>(false)
+        let attackers = try (0..<2).map { _ in try Raw(unixPath: dir.file("s")) }
+        defer { stop.store(true, ordering: .relaxed) }
+        for attacker in attackers {
+            _ = Threads.start(detached: true) {
+                while !stop.load(ordering: .relaxed), (try? attacker.write(burst)) != nil {}
+            }
+            _ = Threads.start(detached: true) {
+                var chunk = [UInt8](repeating: 0, count: 16 * 1024)
+                while !stop.load(ordering: .relaxed) {
+                    guard chunk.withUnsafeMutableBytes({ Glibc.recv(attacker.fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }) != 0 else { return }
+                    usleep(200_000)
+                }
+            }
+        }
+        usleep(500_000)
+        for _ in 0..<3 { #expect(try stillServes(dir, seconds: 5)) }
+    }
+
+    /// Review: the same peer held the graceful stop past `drainTimeout` (a held connection is not drained).
+    /// While draining, a management reply closes its connection.
+    @Test func aTrickleReaderDoesNotHoldUpTheStop() throws {
+        let dir = try TempDir()
+        let server = try Server(listen: .unix(dir.file("s")), lanes: [Lane(name: "default", workers: 1)],
+                                limits: Limits(maxBodyBytes: 64, writeTimeout: .seconds(30), drainTimeout: .seconds(1)))
+        let running = RunningServer(server, handler: pathEcho)
+        let pair = Raw.begin(id: 1, keep: true) + Raw.record(type: 2, id: 1, [])
+        let burst = Array([[UInt8]](repeating: pair, count: 2_000).joined())
+        let attacker = try Raw(unixPath: dir.file("s"))
+        let stop = Atomic<Bool>(false)
+        defer { stop.store(true, ordering: .relaxed) }
+        _ = Threads.start(detached: true) { while !stop.load(ordering: .relaxed), (try? attacker.write(burst)) != nil {} }
+        _ = Threads.start(detached: true) {
+            var chunk = [UInt8](repeating: 0, count: 16 * 1024)
+            while !stop.load(ordering: .relaxed) {
+                guard chunk.withUnsafeMutableBytes({ Glibc.recv(attacker.fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }) != 0 else { return }
+                usleep(200_000)
+            }
+        }
+        usleep(500_000)
+        let started = Date()
+        server.stop()
+        #expect(running.waitForReturn(seconds: 8) != nil, "the stop waited on the trickle reader")
+        #expect(Date().timeIntervalSince(started) < 5)
+    }
+
+    /// Review: a kept connection that never sends another request (and is not nginx, which closes its idle
+    /// ones) is closed after `idleTimeout`, so such peers cannot fill the connection slots.
+    @Test func aKeptConnectionIdlePastTheIdleTimeoutIsClosed() throws {
+        let dir = try TempDir()
+        let server = try Server(listen: .unix(dir.file("s")), lanes: [Lane(name: "default", workers: 1)],
+                                limits: Limits(maxBodyBytes: 64, idleTimeout: .seconds(1)))
+        let running = RunningServer(server, handler: pathEcho)
+        defer { running.stop() }
+        let kept = try Raw(unixPath: dir.file("s"))
+        try kept.send(params: ["DOCUMENT_URI": "/once"], keep: true)
+        #expect(try kept.readResponse().body == Array("/once".utf8))
+        #expect(!kept.closedByPeer(seconds: 0.5), "closed before the idle timeout")
+        #expect(kept.closedByPeer(seconds: 5), "still open well after the idle timeout")
+        #expect(server.statistics.timeouts == 1)
     }
 
     /// Garbage of every kind on many connections at once: each closed, the process and the workers untouched.
