@@ -205,23 +205,8 @@ private func stillServes(_ dir: TempDir, seconds: Double = 5) throws -> Bool {
                                 limits: Limits(maxBodyBytes: 64, writeTimeout: .seconds(1)))
         let running = RunningServer(server, handler: pathEcho)
         defer { running.stop() }
-        let pair = Raw.begin(id: 1, keep: true) + Raw.record(type: 2, id: 1, [])
-        let burst = Array([[UInt8]](repeating: pair, count: 2_000).joined())
-        let stop = Atomic<Bool>(false)
-        let attackers = try (0..<2).map { _ in try Raw(unixPath: dir.file("s")) }
-        defer { stop.store(true, ordering: .relaxed) }
-        for attacker in attackers {
-            _ = Threads.start(detached: true) {
-                while !stop.load(ordering: .relaxed), (try? attacker.write(burst)) != nil {}
-            }
-            _ = Threads.start(detached: true) {
-                var chunk = [UInt8](repeating: 0, count: 16 * 1024)
-                while !stop.load(ordering: .relaxed) {
-                    guard chunk.withUnsafeMutableBytes({ Glibc.recv(attacker.fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }) != 0 else { return }
-                    usleep(200_000)
-                }
-            }
-        }
+        let attackers = try (0..<2).map { _ in try TrickleReader(dir.file("s")) }
+        defer { for attacker in attackers { attacker.stop() } }
         usleep(500_000)
         for _ in 0..<3 { #expect(try stillServes(dir, seconds: 5)) }
     }
@@ -233,19 +218,8 @@ private func stillServes(_ dir: TempDir, seconds: Double = 5) throws -> Bool {
         let server = try Server(listen: .unix(dir.file("s")), lanes: [Lane(name: "default", workers: 1)],
                                 limits: Limits(maxBodyBytes: 64, writeTimeout: .seconds(30), drainTimeout: .seconds(1)))
         let running = RunningServer(server, handler: pathEcho)
-        let pair = Raw.begin(id: 1, keep: true) + Raw.record(type: 2, id: 1, [])
-        let burst = Array([[UInt8]](repeating: pair, count: 2_000).joined())
-        let attacker = try Raw(unixPath: dir.file("s"))
-        let stop = Atomic<Bool>(false)
-        defer { stop.store(true, ordering: .relaxed) }
-        _ = Threads.start(detached: true) { while !stop.load(ordering: .relaxed), (try? attacker.write(burst)) != nil {} }
-        _ = Threads.start(detached: true) {
-            var chunk = [UInt8](repeating: 0, count: 16 * 1024)
-            while !stop.load(ordering: .relaxed) {
-                guard chunk.withUnsafeMutableBytes({ Glibc.recv(attacker.fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }) != 0 else { return }
-                usleep(200_000)
-            }
-        }
+        let attacker = try TrickleReader(dir.file("s"))
+        defer { attacker.stop() }
         usleep(500_000)
         let started = Date()
         server.stop()
@@ -293,4 +267,30 @@ private func residentBytes() -> Int {
     let status = (try? String(contentsOfFile: "/proc/self/status", encoding: .utf8)) ?? ""
     let line = status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") } ?? ""
     return (Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "") ?? 0) * 1024
+}
+
+/// The review's attacker: streams BEGIN_REQUEST (keep) + ABORT_REQUEST pairs on one connection and reads the
+/// replies 16 KiB every 200 ms, until `stop()` or the responder closes the connection.
+private final class TrickleReader: Sendable {
+    private let connection: Raw
+    private let stopped = Atomic<Bool>(false)
+
+    init(_ path: String) throws {
+        connection = try Raw(unixPath: path)
+        let pair = Raw.begin(id: 1, keep: true) + Raw.record(type: 2, id: 1, [])
+        let burst = Array([[UInt8]](repeating: pair, count: 2_000).joined())
+        _ = Threads.start(detached: true) { [self] in
+            while !stopped.load(ordering: .relaxed), (try? connection.write(burst)) != nil {}
+        }
+        _ = Threads.start(detached: true) { [self] in
+            var chunk = [UInt8](repeating: 0, count: 16 * 1024)
+            while !stopped.load(ordering: .relaxed) {
+                let got = chunk.withUnsafeMutableBytes { Glibc.recv(connection.fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+                if got == 0 { return }
+                usleep(200_000)
+            }
+        }
+    }
+
+    func stop() { stopped.store(true, ordering: .relaxed) }
 }
