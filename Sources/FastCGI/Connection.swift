@@ -39,7 +39,7 @@ final class Connection: @unchecked Sendable {
     /// The timer shut the socket down (a deadline passed, or the stop gave up on it); touched with `state`
     /// locked. The next event ends with end-of-file, on which the holder closes it.
     var shutDown = false
-    /// Nanoseconds spent waiting for the peer to take answers, over the connection's life (`write`).
+    /// Nanoseconds spent waiting for the peer to take answers since the connection was last idle (`write`).
     var writeWaited: UInt64 = 0
     /// Requests and replies handled since a worker last took the connection from the epoll set or the
     /// hand-back list (the dispatcher gives it back after `Dispatcher.turn`, so one peer cannot keep a worker).
@@ -81,8 +81,9 @@ final class Connection: @unchecked Sendable {
 
     /// Writes all of `bytes`. Without a budget it does not wait (the timer never blocks, and a management
     /// reply the peer leaves unread closes the connection). With one, it polls for room, but the connection
-    /// may spend at most `budget` nanoseconds waiting over its whole life (`writeWaited`): a peer that reads a
-    /// trickle cannot hold a worker answer after answer. False when the bytes could not all be written.
+    /// may spend at most `budget` nanoseconds waiting (`writeWaited`) until it is next idle with nothing
+    /// buffered: a peer that streams requests and reads a trickle cannot hold a worker answer after answer.
+    /// False when the bytes could not all be written.
     func write(_ bytes: [UInt8], budget: UInt64?) -> Bool {
         bytes.withUnsafeBytes { raw in
             var offset = 0

@@ -302,6 +302,9 @@ final class Dispatcher: Sendable {
         if idle {
             connection.busySince = 0
             connection.parser.shed()
+            // The peer has caught up: its next busy period gets the whole write budget again (a kept
+            // connection lives for days; only waits within one stretch of work are added up).
+            connection.writeWaited = 0
         } else {
             // Bytes already buffered (a pipelined request's start, a body being skipped) start the clock now.
             if connection.busySince == 0 { connection.busySince = now }

@@ -198,7 +198,7 @@ private func stillServes(_ dir: TempDir, seconds: Double = 5) throws -> Bool {
     /// replies a trickle at a time kept its worker for ever (each write got a fresh `writeTimeout`, each abort
     /// reset the stray-record count). Two such peers held both threads of a one-worker server. Now a worker
     /// gives a connection back after `Dispatcher.turn` records, a management reply is never waited on, and a
-    /// connection's waits for the peer to read are bounded over its whole life.
+    /// connection's waits for the peer to read are bounded in all until it is next idle.
     @Test func peersThatReadATrickleCannotKeepTheWorkers() throws {
         let dir = try TempDir()
         let server = try Server(listen: .unix(dir.file("s")), lanes: [Lane(name: "default", workers: 1)],
