@@ -52,8 +52,6 @@ final class Dispatcher: Sendable {
     private let listening = Mutex<ListenerState>(ListenerState())
     private let timer = Wakeup()
     private let stopRequested = Atomic<Bool>(false)
-    /// When the timer last looked for kept connections idle past `Limits.idleTimeout` (monotonic ns).
-    private let lastIdleSweep = Atomic<UInt64>(0)
     /// Set when the graceful stop begins: every answer from then on closes its connection.
     let draining = Atomic<Bool>(false)
     private let failure = Mutex<FastCGIError?>(nil)
@@ -441,6 +439,7 @@ final class Dispatcher: Sendable {
     /// Keeps the clocks until the graceful stop has closed every connection, then lets the workers go.
     func run() {
         var drainStart: UInt64?
+        var lastIdleSweep: UInt64 = 0
         while true {
             if stopRequested.load(ordering: .acquiring) && drainStart == nil {
                 let now = monotonicNanoseconds()
@@ -452,7 +451,13 @@ final class Dispatcher: Sendable {
             // after a connection starts arriving or a request starts waiting, which do not wake the timer).
             let timed = drainStart != nil || onTheClock.withLock { !$0.isEmpty } || listening.withLock { $0.pausedAt != nil }
             timer.wait(milliseconds: timed ? 20 : 100)
-            tick(now: monotonicNanoseconds(), drainStart: drainStart)
+            let now = monotonicNanoseconds()
+            tick(now: now, drainStart: drainStart)
+            // Kept connections idle past `Limits.idleTimeout`: looked for once a second.
+            if now &- lastIdleSweep >= 1_000_000_000 {
+                lastIdleSweep = now
+                closeIdle(now: now)
+            }
         }
         var one: UInt64 = 1
         _ = Glibc.write(exit.raw, &one, 8)
@@ -482,10 +487,6 @@ final class Dispatcher: Sendable {
                 guard answerOverloaded(job.connection, job.request, lane: gate.index, waiting: false) else { continue }
                 handBack(job.connection)
             }
-        }
-        if now &- lastIdleSweep.load(ordering: .relaxed) >= 1_000_000_000 {
-            lastIdleSweep.store(now, ordering: .relaxed)
-            closeIdle(now: now)
         }
         listening.withLock { listening in
             guard let pausedAt = listening.pausedAt, listening.on, now &- pausedAt >= 10_000_000,

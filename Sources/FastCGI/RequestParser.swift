@@ -25,7 +25,7 @@ public struct Limits: Sendable, Equatable {
     public var requestTimeout: Duration
     /// The longest pause between two bytes of a request that has begun (the minimum-progress rule).
     public var stallTimeout: Duration
-    /// Writing one answer to a peer that does not read it.
+    /// Waiting for a peer to read answers, in all until the connection is next idle with nothing buffered.
     public var writeTimeout: Duration
     /// A kept connection with no request this long is closed (nginx closes its own idle ones after its
     /// `keepalive_timeout`, 60 s by default; this is for peers that never do).

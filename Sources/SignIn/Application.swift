@@ -137,7 +137,7 @@ final class Application: Handler {
     /// and answers `202` (also for a SET received before: Google redelivers until it gets one).
     private func securityEvent(_ request: Request, _ line: inout LogLine) throws -> Response {
         guard !request.bodyTooLarge else { throw SignInError(.malformedSecurityEvent, "the security event token is over 64 KiB") }
-        guard let mediaType = request.contentType.map(Self.mediaType), Self.securityEventMediaTypes.contains(mediaType) else {
+        guard let mediaType = request.contentType.map(MediaType.essence(of:)), Self.securityEventMediaTypes.contains(mediaType) else {
             throw SignInError(.malformedSecurityEvent, "send the token as application/secevent+jwt")
         }
         guard let text = String(validating: request.body, as: UTF8.self) else {
@@ -161,13 +161,6 @@ final class Application: Handler {
         line["events"] = applied.map { "\(Self.shortType($0.type)):\($0.outcome)" }.joined(separator: ",")
         if let user = applied.compactMap(\.userID).first { line["user_id"] = String(user) }
         return Response(status: 202, headers: [("Cache-Control", "no-store")])
-    }
-
-    /// The media type of a Content-Type value, lowercased, without its parameters ("" when it has none:
-    /// `;`, `;application/jwt`).
-    static func mediaType(_ contentType: String) -> String {
-        let type = contentType.split(separator: ";", maxSplits: 1, omittingEmptySubsequences: false)[0]
-        return type.trimmingASCIIWhitespace().lowercased()
     }
 
     /// The last path segment of an event type URI, for log lines (`account-disabled`).

@@ -100,17 +100,22 @@ enum MediaType {
     case json
     case form
 
+    /// The `type/subtype` of a Content-Type value, lowercased, without its parameters ("" when nothing comes
+    /// before the first `;`, as in `;` or `;application/jwt`). Also what `POST /risc` decides by.
+    static func essence(of contentType: String) -> String {
+        contentType.split(separator: ";", maxSplits: 1, omittingEmptySubsequences: false)[0].trimmingASCIIWhitespace().lowercased()
+    }
+
     /// `type/subtype` case-insensitively, parameters after `;`; a `charset` other than UTF-8 is refused.
     static func classify(_ contentType: String?) throws(SignInError) -> MediaType {
         guard let contentType else { throw SignInError(.unsupportedMediaType, "no Content-Type") }
-        let parts = contentType.split(separator: ";", omittingEmptySubsequences: false)
         let type: MediaType
-        switch parts[0].trimmingASCIIWhitespace().lowercased() {
+        switch essence(of: contentType) {
         case "application/json": type = .json
         case "application/x-www-form-urlencoded": type = .form
         default: throw SignInError(.unsupportedMediaType, "unsupported Content-Type")
         }
-        for parameter in parts.dropFirst() {
+        for parameter in contentType.split(separator: ";", omittingEmptySubsequences: false).dropFirst() {
             let parameter = parameter.trimmingASCIIWhitespace()
             // RFC 9110 allows empty parameters (`application/json;`, `a/b; ; charset=utf-8`).
             if parameter.isEmpty { continue }
