@@ -166,7 +166,14 @@ cpu_snapshot() {
         fi
     done
     read -r _ u n s i w q sq st _ </proc/stat
-    echo "$client $nginx $responder $postgres $((u + n + s + q + sq + st)) $((i + w))"
+    # The responder's context switches (its threads' sleeps and preemptions), summed over its threads.
+    local switches=0 key value t
+    for t in /proc/"$ts"/task/*/status; do
+        while read -r key value; do
+            case $key in voluntary_ctxt_switches: | nonvoluntary_ctxt_switches:) switches=$((switches + value)) ;; esac
+        done <"$t" 2>/dev/null || true
+    done
+    echo "$client $nginx $responder $postgres $((u + n + s + q + sq + st)) $((i + w)) $switches"
 }
 
 # CPU per request (µs) between two snapshots for COUNT requests: cpu_report "BEFORE" "AFTER" COUNT
@@ -175,8 +182,8 @@ cpu_report() {
         split(a, x, " "); split(b, y, " ")
         for (k = 1; k <= 6; k++) d[k] = (y[k] - x[k]) * 1e6 / hz
         other = d[5] - d[1] - d[2] - d[3] - d[4]; if (other < 0) other = 0
-        printf "CPU per request: client %.0f us, nginx %.0f us, responder %.0f us, PostgreSQL %.0f us, other processes %.0f us; machine idle %.0f%%\n",
-            d[1] / n, d[2] / n, d[3] / n, d[4] / n, other / n, 100 * d[6] / (d[5] + d[6])
+        printf "CPU per request: client %.0f us, nginx %.0f us, responder %.0f us, PostgreSQL %.0f us, other processes %.0f us; machine idle %.0f%%; responder context switches per request %.2f\n",
+            d[1] / n, d[2] / n, d[3] / n, d[4] / n, other / n, 100 * d[6] / (d[5] + d[6]), (y[7] - x[7]) / n
     }'
 }
 
@@ -204,7 +211,7 @@ half_rate_delay() {
 cpu_add() {
     awk -v a="$1" -v b="$2" -v c="$3" 'BEGIN {
         split(a, x, " "); split(b, y, " "); split(c, z, " ")
-        for (k = 1; k <= 6; k++) printf "%d%s", x[k] + z[k] - y[k], (k < 6 ? " " : "\n")
+        for (k = 1; k <= 7; k++) printf "%d%s", x[k] + z[k] - y[k], (k < 7 ? " " : "\n")
     }'
 }
 
@@ -218,7 +225,7 @@ cpu_add() {
 # baseline_cpu and baseline_errors.
 side_by_side() {
     local script=$1; shift
-    local round side before after wrk_acc="0 0 0 0 0 0" pg_acc="0 0 0 0 0 0" base_acc="0 0 0 0 0 0" wrk_n=0 pg_n=0 base_n=0
+    local round side before after wrk_acc="0 0 0 0 0 0 0" pg_acc="0 0 0 0 0 0 0" base_acc="0 0 0 0 0 0 0" wrk_n=0 pg_n=0 base_n=0
     local r_rps r_p50 r_p99 r_tps r_base=0 sum_rps=0 sum_p50=0 sum_tps=0 sum_base=0 sum_latency=0
     local sides=(wrk pgbench)
     [ -n "${BENCH_BASELINE_BIN:-}" ] && sides=(wrk baseline pgbench)
@@ -269,10 +276,10 @@ side_by_side() {
         rounds_report+="  round $round ($order): end to end $r_rps/s (p50 $r_p50 ms, p99 $r_p99 ms), pgbench $r_tps/s, ratio $(ratio "$r_rps" "$r_tps")$versus"$'\n'
     done
     rps=$((sum_rps / rounds)); tps=$((sum_tps / rounds)); baseline_rps=$((sum_base / rounds))
-    if [ -n "${BENCH_BASELINE_BIN:-}" ]; then baseline_cpu=$(cpu_report "0 0 0 0 0 0" "$base_acc" "$base_n"); fi
+    if [ -n "${BENCH_BASELINE_BIN:-}" ]; then baseline_cpu=$(cpu_report "0 0 0 0 0 0 0" "$base_acc" "$base_n"); fi
     p50=$(awk -v a="$sum_p50" -v n="$rounds" 'BEGIN {printf "%.2f", a / n}')
     pg_latency=$(awk -v a="$sum_latency" -v n="$rounds" 'BEGIN {printf "%.3f", a / n}')
-    wrk_cpu=$(cpu_report "0 0 0 0 0 0" "$wrk_acc" "$wrk_n")
-    pg_cpu=$(cpu_report "0 0 0 0 0 0" "$pg_acc" "$pg_n")
+    wrk_cpu=$(cpu_report "0 0 0 0 0 0 0" "$wrk_acc" "$wrk_n")
+    pg_cpu=$(cpu_report "0 0 0 0 0 0 0" "$pg_acc" "$pg_n")
     rounds_report=${rounds_report%$'\n'}
 }

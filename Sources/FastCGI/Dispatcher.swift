@@ -125,7 +125,11 @@ final class Dispatcher: Sendable {
     // MARK: A worker
 
     private enum Work {
+        /// A connection whose event came: its bytes are read.
         case drive(Connection)
+        /// A connection just answered: what it has buffered is parsed, else it is parked without a read (the
+        /// peer's next request is rarely there yet, and re-arming reports it if it is).
+        case carryOn(Connection)
         case run(Job)
     }
 
@@ -133,6 +137,7 @@ final class Dispatcher: Sendable {
     func work(handler: any Handler) {
         var events = [epoll_event](repeating: epoll_event(), count: 1)
         var scratch = [UInt8](repeating: 0, count: 64 * 1024)
+        var ready = [epoll_event](repeating: epoll_event(), count: gates.map(\.lane.batch).max() ?? 1)
         while true {
             let count = epoll_wait(epoll.raw, &events, 1, -1)
             if count < 0 {
@@ -141,69 +146,122 @@ final class Dispatcher: Sendable {
                 return
             }
             guard count == 1 else { continue }
-            switch events[0].data.u64 {
-            case Self.exitTag:
-                return
-            case Self.listenerTag:
-                if let connection = acceptOne() { serve(.drive(connection), handler: handler, scratch: &scratch) }
-            case Self.handBackTag:
-                var value: UInt64 = 0
-                _ = Glibc.read(handBack.raw, &value, 8)
-                let connections = returned.withLock { list in
-                    defer { list.removeAll() }
-                    return list
-                }
-                _ = Self.control(epoll.raw, EPOLL_CTL_MOD, handBack.raw, tag: Self.handBackTag, oneShot: true)
-                for connection in connections {
-                    connection.turnItems = 0
-                    serve(.drive(connection), handler: handler, scratch: &scratch)
-                }
-            case let tag:
-                guard let pointer = UnsafeRawPointer(bitPattern: UInt(tag)) else { continue }
-                let connection = Unmanaged<Connection>.fromOpaque(pointer).takeUnretainedValue()
-                connection.turnItems = 0
-                serve(.drive(connection), handler: handler, scratch: &scratch)
+            guard let connections = received(events[0].data.u64) else { return }
+            for connection in connections {
+                serve(.drive(connection), handler: handler, scratch: &scratch, ready: &ready)
             }
         }
     }
 
-    /// Everything one event leads to on this worker: reading the connection, running its request, the next
-    /// request waiting in that lane, and what follows on each connection.
-    private func serve(_ first: Work, handler: any Handler, scratch: inout [UInt8]) {
+    /// The connections an event gives this worker (nil: the server is done).
+    private func received(_ tag: UInt64) -> [Connection]? {
+        switch tag {
+        case Self.exitTag:
+            return nil
+        case Self.listenerTag:
+            return acceptOne().map { [$0] } ?? []
+        case Self.handBackTag:
+            var value: UInt64 = 0
+            _ = Glibc.read(handBack.raw, &value, 8)
+            let connections = returned.withLock { list in
+                defer { list.removeAll() }
+                return list
+            }
+            _ = Self.control(epoll.raw, EPOLL_CTL_MOD, handBack.raw, tag: Self.handBackTag, oneShot: true)
+            for connection in connections { connection.turnItems = 0 }
+            return connections
+        case let tag:
+            guard let pointer = UnsafeRawPointer(bitPattern: UInt(tag)) else { return [] }
+            let connection = Unmanaged<Connection>.fromOpaque(pointer).takeUnretainedValue()
+            connection.turnItems = 0
+            return [connection]
+        }
+    }
+
+    /// Everything one event leads to on this worker: reading the connection, running its request (with the
+    /// others of a batching lane that are ready), the next request waiting in that lane, and what follows on
+    /// each connection.
+    private func serve(_ first: Work, handler: any Handler, scratch: inout [UInt8], ready: inout [epoll_event]) {
         var work = [first]
         while let item = work.popLast() {
             switch item {
             case .drive(let connection):
                 if let job = drive(connection, scratch: &scratch) { work.append(.run(job)) }
+            case .carryOn(let connection):
+                if let job = drive(connection, scratch: &scratch, readAtOnce: false) { work.append(.run(job)) }
             case .run(let job):
                 let gate = gates[job.lane]
-                let carriesOn: Bool
-                if monotonicNanoseconds() &- job.queued > gate.lane.maxWait.nanoseconds {
-                    carriesOn = answerOverloaded(job.connection, job.request, lane: job.lane, waiting: true)
-                } else {
-                    carriesOn = answer(job.connection, handler.handle(job.request), waiting: true)
+                var jobs = [job]
+                if gate.lane.batch > 1 { gather(&jobs, work: &work, scratch: &scratch, ready: &ready) }
+                let now = monotonicNanoseconds()
+                var due: [Job] = []
+                var carryOn: [Connection] = []
+                for job in jobs {
+                    if now &- job.queued > gate.lane.maxWait.nanoseconds {
+                        if answerOverloaded(job.connection, job.request, lane: job.lane, waiting: true) { carryOn.append(job.connection) }
+                    } else {
+                        due.append(job)
+                    }
                 }
-                // The lane's next waiting request takes this one's place; first this connection is read or
-                // parked, so its next request is not held up behind the queue.
+                let responses = due.count == 1 ? [handler.handle(due[0].request)] : handler.handle(batch: due.map(\.request))
+                for (index, job) in due.enumerated() {
+                    // A handler that answers fewer requests than it was given: those left get the 500 (reported).
+                    var response = Response.invalidReplacement
+                    if index < responses.count {
+                        response = responses[index]
+                    } else {
+                        invalid.add(1, ordering: .relaxed)
+                        report(FastCGIError(.invalidResponse, "the handler answered \(responses.count) of a batch of \(due.count)"))
+                    }
+                    if answer(job.connection, response, waiting: true) { carryOn.append(job.connection) }
+                }
+                // The lane's next waiting request takes this one's place; first these connections are read or
+                // parked, so their next requests are not held up behind the queue.
                 if let next = gate.finished() { work.append(.run(next)) }
-                if carriesOn { work.append(.drive(job.connection)) }
+                for connection in carryOn.reversed() { work.append(.carryOn(connection)) }
+            }
+        }
+    }
+
+    /// Adds to a batch (its first job holds one of the lane's slots) the lane's waiting jobs, then the requests
+    /// already complete on connections whose events are waiting, taken without sleeping. Other lanes' requests
+    /// read on the way are admitted as usual and go on the work list, to run after the batch.
+    private func gather(_ jobs: inout [Job], work: inout [Work], scratch: inout [UInt8], ready: inout [epoll_event]) {
+        let lane = jobs[0].lane
+        let limit = gates[lane].lane.batch
+        jobs += gates[lane].takeWaiting(upTo: limit - jobs.count)
+        guard jobs.count < limit else { return }
+        let count = epoll_wait(epoll.raw, &ready, Int32(min(limit - jobs.count, ready.count)), 0)
+        guard count > 0 else { return }
+        for index in 0..<Int(count) {
+            // The exit event comes only once no connection is open, so never while this worker holds some.
+            guard let connections = received(ready[index].data.u64) else { continue }
+            for connection in connections {
+                guard let job = drive(connection, scratch: &scratch, riding: jobs.count < limit ? lane : nil) else { continue }
+                if job.lane == lane && jobs.count < limit { jobs.append(job) } else { work.insert(.run(job), at: 0) }
             }
         }
     }
 
     /// Parses and reads until the connection's next request is complete (returned when its lane lets it run
     /// now), or the connection has left this worker: parked, queued to its lane, or closed.
-    private func drive(_ connection: Connection, scratch: inout [UInt8]) -> Job? {
+    /// `riding`: a lane whose request joins the caller's batch without a slot of its own. `readAtOnce`: false
+    /// parks the connection when its buffered bytes hold no complete request, rather than trying a read first.
+    private func drive(_ connection: Connection, scratch: inout [UInt8], riding: Int? = nil, readAtOnce: Bool = true) -> Job? {
         connection.state.withLock { $0 = .held }
         if connection.onTheClock {
             connection.onTheClock = false
             _ = onTheClock.withLock { $0.removeValue(forKey: ObjectIdentifier(connection)) }
         }
         while true {
-            switch advance(connection) {
+            switch advance(connection, riding: riding) {
             case .run(let job): return job
             case .gone: return nil
-            case .needMore: break
+            case .needMore:
+                guard readAtOnce else {
+                    park(connection)
+                    return nil
+                }
             }
             switch connection.read(into: &scratch) {
             case .bytes:
@@ -227,7 +285,7 @@ final class Dispatcher: Sendable {
     }
 
     /// What the buffered bytes lead to: a request to run, management answers, a refusal, or nothing yet.
-    private func advance(_ connection: Connection) -> Next {
+    private func advance(_ connection: Connection, riding: Int?) -> Next {
         while connection.turnItems < Self.turn, let event = connection.parser.next() {
             connection.turnItems += 1
             switch event {
@@ -236,6 +294,7 @@ final class Dispatcher: Sendable {
                 connection.busySince = 0
                 let lane = laneIndex(for: request)
                 let job = Job(connection: connection, request: request, lane: lane, queued: monotonicNanoseconds())
+                if lane == riding { return .run(job) }
                 switch gates[lane].admit(job) {
                 case .run(let next):
                     return .run(next)  // this request, or an older one of its lane (this one then waits in its place)

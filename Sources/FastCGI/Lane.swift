@@ -18,12 +18,17 @@ public struct Lane: Sendable, Equatable {
     public let queueLimit: Int
     /// A request that waited this long gets the overload answer instead of being handled.
     public let maxWait: Duration
+    /// Requests of this lane one worker may answer together (`Handler.handle(batch:)`), as one of the lane's
+    /// `workers`: with the one it read, those already waiting in the lane's queue and those whose bytes have
+    /// already arrived on other connections (taken without sleeping). 1: one at a time.
+    public let batch: Int
 
-    public init(name: String, workers: Int, queueLimit: Int = 256, maxWait: Duration = .seconds(5)) {
+    public init(name: String, workers: Int, queueLimit: Int = 256, maxWait: Duration = .seconds(5), batch: Int = 1) {
         self.name = name
         self.workers = workers
         self.queueLimit = queueLimit
         self.maxWait = maxWait
+        self.batch = batch
     }
 }
 
@@ -106,6 +111,16 @@ final class LaneGate: Sendable {
             runningCount.subtract(1, ordering: .sequentiallyConsistent)
             // A job queued after the look above, while this slot was still taken, is this worker's to run.
             guard waiting.load(ordering: .sequentiallyConsistent) > 0, claim() else { return nil }
+        }
+    }
+
+    /// Removes and returns up to `limit` of the oldest waiting jobs, to run with the caller's (which holds a slot).
+    func takeWaiting(upTo limit: Int) -> [Job] {
+        guard limit > 0, waiting.load(ordering: .sequentiallyConsistent) > 0 else { return [] }
+        return queue.withLock { queue in
+            var taken: [Job] = []
+            while taken.count < limit, queue.count > 0 { taken.append(pop(&queue)) }
+            return taken
         }
     }
 

@@ -7,6 +7,13 @@ import Threads
 /// handler may own thread-bound resources such as a database connection without locking.
 public protocol Handler: AnyObject {
     func handle(_ request: Request) -> Response
+    /// Requests of a batching lane (`Lane.batch`) that one worker answers together, one response each, in
+    /// order: e.g. their database lookups in one round trip. By default each is handled alone.
+    func handle(batch: [Request]) -> [Response]
+}
+
+extension Handler {
+    public func handle(batch: [Request]) -> [Response] { batch.map { handle($0) } }
 }
 
 /// A multi-threaded FastCGI responder.
@@ -73,8 +80,8 @@ public final class Server: Sendable {
     }
 
     private static func validate(lanes: [Lane], limits: Limits) throws(FastCGIError) {
-        guard !lanes.isEmpty, lanes.allSatisfy({ $0.workers >= 1 && $0.queueLimit >= 1 && $0.maxWait > .zero }) else {
-            throw FastCGIError(.badConfiguration, "every lane needs at least one worker, a queue and a wait bound")
+        guard !lanes.isEmpty, lanes.allSatisfy({ $0.workers >= 1 && $0.queueLimit >= 1 && $0.maxWait > .zero && (1...1024).contains($0.batch) }) else {
+            throw FastCGIError(.badConfiguration, "every lane needs at least one worker, a queue, a wait bound and a batch of 1...1024")
         }
         guard limits.isValid else { throw FastCGIError(.badConfiguration, "a limit is out of range") }
     }

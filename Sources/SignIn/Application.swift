@@ -72,6 +72,32 @@ final class Application: Handler {
 
     /// Answers one request; every failure goes through `Failure` and every request through `LogLine`.
     func handle(_ request: Request) -> Response {
+        handle(request, lookup: nil)
+    }
+
+    /// Answers requests that arrived together (the checks lane's): their session checks are looked up in one
+    /// batch, one round trip to the database; each is then answered, logged and counted as `handle` does.
+    func handle(batch requests: [Request]) -> [Response] {
+        var hashes: [SessionToken.Hash] = []
+        let slots = requests.map { request -> Int? in
+            guard case .checkSession? = try? Route.match(request), let token = presented(request)?.token else { return nil }
+            hashes.append(token.hash)
+            return hashes.count - 1
+        }
+        guard hashes.count > 1 else { return requests.map { handle($0, lookup: nil) } }
+        let started = ContinuousClock.now
+        let lookups: [Result<LiveSession?, any Error>]
+        do {
+            lookups = try store.liveSessions(hashes)
+        } catch {
+            lookups = Array(repeating: .failure(error), count: hashes.count)
+        }
+        metrics.databaseBatch(operation: "check_session", statements: hashes.count, seconds: Self.seconds(since: started))
+        return zip(requests, slots).map { request, slot in handle(request, lookup: slot.map { lookups[$0] }) }
+    }
+
+    /// `lookup`: the session check's outcome when it was looked up with others (`handle(batch:)`).
+    private func handle(_ request: Request, lookup: Result<LiveSession?, any Error>?) -> Response {
         let started = ContinuousClock.now
         var line = LogLine()
         var route: Route?
@@ -79,7 +105,7 @@ final class Application: Handler {
         do {
             let matched = try Route.match(request)
             route = matched
-            response = try respond(matched, request, &line)
+            response = try respond(matched, request, &line, lookup: lookup)
         } catch {
             let failure = route == .securityEvent ? Failure(securityEvent: error) : Failure(error)
             line.failure = failure
@@ -114,10 +140,11 @@ final class Application: Handler {
         return Double(elapsed.seconds) + Double(elapsed.attoseconds) / 1e18
     }
 
-    private func respond(_ route: Route, _ request: Request, _ line: inout LogLine) throws -> Response {
+    private func respond(_ route: Route, _ request: Request, _ line: inout LogLine,
+                         lookup: Result<LiveSession?, any Error>?) throws -> Response {
         switch route {
         case .signIn: return try signIn(request, &line)
-        case .checkSession: return try checkSession(request, &line)
+        case .checkSession: return try checkSession(request, &line, lookup: lookup)
         case .signOut: return try signOut(request, &line)
         case .listSessions: return try listSessions(request)
         case .revokeSession(let id): return try revokeSession(id, request, &line)
@@ -318,9 +345,12 @@ final class Application: Handler {
         return token
     }
 
-    private func checkSession(_ request: Request, _ line: inout LogLine) throws -> Response {
+    private func checkSession(_ request: Request, _ line: inout LogLine,
+                              lookup: Result<LiveSession?, any Error>?) throws -> Response {
         let token = try sessionToken(request)
-        guard let session = try timed("check_session", { try store.liveSession(token.hash) }) else {
+        let found: LiveSession?
+        if let lookup { found = try lookup.get() } else { found = try timed("check_session", { try store.liveSession(token.hash) }) }
+        guard let session = found else {
             throw SignInError(.notSignedIn, "no live session")
         }
         // An unverified address is anyone's to type in: it never reaches the application as an identity.

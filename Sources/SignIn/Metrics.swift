@@ -25,6 +25,9 @@ public final class Metrics: Sendable {
         var verification = Histogram()
         var database: [String: Histogram] = [:]
         var reconnects = 0
+        /// Round trips that carried several calls (`liveSessions`), and the calls they carried, by operation.
+        var batches: [String: Int] = [:]
+        var batchedCalls: [String: Int] = [:]
         var securityEvents: [SecurityEventKey: Int] = [:]
     }
 
@@ -54,6 +57,15 @@ public final class Metrics: Sendable {
 
     func database(operation: String, seconds: Double) {
         state.withLock { $0.database[operation, default: Histogram()].observe(seconds) }
+    }
+
+    /// `statements` calls of `operation` that went to the database together, in one round trip of `seconds`.
+    func databaseBatch(operation: String, statements: Int, seconds: Double) {
+        state.withLock { state in
+            state.batches[operation, default: 0] += 1
+            state.batchedCalls[operation, default: 0] += statements
+            for _ in 0..<statements { state.database[operation, default: Histogram()].observe(seconds) }
+        }
     }
 
     func reconnect() { state.withLock { $0.reconnects += 1 } }
@@ -92,6 +104,11 @@ public final class Metrics: Sendable {
         out.histogram("tokensignin_verification_seconds", "Time to verify an ID token (keys at hand).", [([], state.verification)])
         out.histogram("tokensignin_database_seconds", "Time of one database call, by operation.",
                       state.database.sorted { $0.key < $1.key }.map { ([("operation", $0.key)], $0.value) })
+        out.family("tokensignin_database_batches_total", "Round trips that carried several calls at once, by operation.",
+                   "counter", state.batches.sorted { $0.key < $1.key }.map { ([("operation", $0.key)], Double($0.value)) })
+        out.family("tokensignin_database_batched_calls_total",
+                   "Calls made in those round trips (also counted in tokensignin_database_seconds), by operation.",
+                   "counter", state.batchedCalls.sorted { $0.key < $1.key }.map { ([("operation", $0.key)], Double($0.value)) })
         out.family("tokensignin_database_reconnects_total", "Database connections re-established after being lost.", "counter",
                    [([], Double(state.reconnects))])
         out.family("tokensignin_security_events_total", "Cross-Account Protection events received, by type and outcome.", "counter",

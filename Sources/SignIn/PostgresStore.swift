@@ -85,7 +85,24 @@ final class PostgresStore: SessionStore, SecurityEventStore {
     }
 
     func liveSession(_ hash: SessionToken.Hash) throws -> LiveSession? {
-        let rows = try run(Queries.checkSession, [hash, idleTimeout])
+        try Self.liveSession(from: run(Queries.checkSession, [hash, idleTimeout]))
+    }
+
+    /// Every check in one pipeline (one round trip); a lost connection is re-established and the batch run once
+    /// more, as for one statement.
+    func liveSessions(_ hashes: [SessionToken.Hash]) throws -> [Result<LiveSession?, any Error>] {
+        let results = try runBatch(Queries.checkSession, hashes.map { [$0, idleTimeout] })
+        return results.map { result in
+            switch result {
+            case .success(let rows):
+                do throws(StoreError) { return .success(try Self.liveSession(from: rows)) } catch { return .failure(error) }
+            case .failure(let error):
+                return .failure(error)
+            }
+        }
+    }
+
+    private static func liveSession(from rows: Rows) throws(StoreError) -> LiveSession? {
         guard rows.count == 1 else { return nil }
         let (sessionID, userID, sub, email, emailVerified, expiresAt) = try rows.decode(
             row: 0, as: Int64.self, Int64.self, String.self, String?.self, Bool.self, Timestamp.self)
@@ -167,6 +184,17 @@ final class PostgresStore: SessionStore, SecurityEventStore {
             log.warning("database_reconnect", ["operation": statement.name, "sqlstate": error.sqlState])
             metrics?.reconnect()
             return try database().execute(statement, params)
+        }
+    }
+
+    /// `run` for a batch (`Connection.executeBatch`): a lost connection is re-established and the batch run once more.
+    private func runBatch(_ statement: Statement, _ batch: [[any SQLParameter]]) throws(StoreError) -> [Result<Rows, StoreError>] {
+        do {
+            return try database().executeBatch(statement, batch)
+        } catch where error.code == .connectionLost {
+            log.warning("database_reconnect", ["operation": statement.name, "sqlstate": error.sqlState])
+            metrics?.reconnect()
+            return try database().executeBatch(statement, batch)
         }
     }
 

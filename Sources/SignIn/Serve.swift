@@ -68,7 +68,8 @@ public enum Serve {
     /// a protected site or a monitor waits on, so a slow database under sign-ins never delays them.
     static func lanes(_ configuration: Configuration) -> [Lane] {
         [Lane(name: "default", workers: configuration.workers, queueLimit: 16 * configuration.workers, maxWait: .seconds(5)),
-         Lane(name: "checks", workers: configuration.checkWorkers, queueLimit: 64 * configuration.checkWorkers, maxWait: .seconds(2))]
+         Lane(name: "checks", workers: configuration.checkWorkers, queueLimit: 64 * configuration.checkWorkers, maxWait: .seconds(2),
+              batch: 16)]
     }
 
     /// The lane of a request: 1 (checks) for the routes that must never queue behind sign-ins (`Route.isCheck`).

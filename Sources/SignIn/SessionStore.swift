@@ -123,6 +123,8 @@ protocol SessionStore: AnyObject {
     func recordRefusedSignIn(reason: String, clientID: String?, ip: String?, userAgent: String?) throws
     /// The session check; also records the use (`last_seen_at`, at most once a minute).
     func liveSession(_ hash: SessionToken.Hash) throws -> LiveSession?
+    /// The checks of several requests at once (one round trip for the database), each with its own outcome.
+    func liveSessions(_ hashes: [SessionToken.Hash]) throws -> [Result<LiveSession?, any Error>]
     func signOut(_ hash: SessionToken.Hash, everywhere: Bool) throws -> SignedOut?
     /// At most `limit` sessions with an id below `after`, newest first.
     func listSessions(_ hash: SessionToken.Hash, limit: Int, after: Int64?) throws -> SessionPage?

@@ -144,6 +144,112 @@ public final class Connection {
         }
     }
 
+    /// Runs `statement` once for each parameter list in one pipeline: one write, one round trip, one
+    /// implicit transaction. Every item gets its own rows or its own error: a statement that fails aborts the
+    /// ones queued after it, which run again in the next pipeline (so a batch of n takes at most n round trips
+    /// however its statements fail). Throws only what every item would meet alike (the connection lost, a
+    /// pipeline libpq and we disagree on): the caller may run the whole batch again. Behind a transaction
+    /// pooler the timeouts lead the pipeline (SET LOCAL for its transaction) and the statement runs unnamed.
+    public func executeBatch(_ statement: Statement, _ batch: [[any SQLParameter]]) throws(StoreError) -> [Result<Rows, StoreError>] {
+        var results = [Result<Rows, StoreError>?](repeating: nil, count: batch.count)
+        var pending: [Int] = []
+        for (index, params) in batch.enumerated() {
+            // Parameters are checked (count, NUL) before anything is queued: half a pipeline cannot be taken back.
+            do throws(StoreError) {
+                try Connection.withParameters(params) { _, _ in }
+                pending.append(index)
+            } catch {
+                results[index] = .failure(error)
+            }
+        }
+        guard !pending.isEmpty else { return results.map { $0! } }
+        try ensureConnected()
+        if pooler == .none { try prepareIfNeeded(statement) }
+        var reprepared = false
+        while !pending.isEmpty {
+            var aborted: [Int] = []
+            var lostStatements = false
+            let outcomes = try pipeline(statement, pending.map { batch[$0] })
+            for (index, outcome) in zip(pending, outcomes) {
+                switch outcome {
+                case .done(let rows): results[index] = .success(rows)
+                case .failed(let error) where error.sqlState == "26000" && !reprepared:
+                    lostStatements = true  // DISCARD ALL or a pooler: nothing of it ran
+                    aborted.append(index)
+                case .failed(let error): results[index] = .failure(error)
+                case .aborted: aborted.append(index)
+                }
+            }
+            if lostStatements {
+                reprepared = true
+                prepared[statement.name] = nil
+                try prepareIfNeeded(statement)
+            }
+            pending = aborted
+        }
+        return results.map { $0! }
+    }
+
+    private enum Outcome {
+        case done(Rows)
+        case failed(StoreError)
+        /// Skipped by the server after an earlier statement of the same pipeline failed.
+        case aborted
+    }
+
+    /// Sends the statements and a Sync in one write and reads every result.
+    private func pipeline(_ statement: Statement, _ batch: [[any SQLParameter]]) throws(StoreError) -> [Outcome] {
+        guard PQenterPipelineMode(pg) == 1 else { throw pipelineBroken() }
+        var sent = true
+        if pooler == .transaction {
+            sent = PQsendQueryParams(pg, Connection.localTimeouts, 0, nil, nil, nil, nil, 0) == 1
+        }
+        for params in batch where sent {
+            sent = (try? Connection.withParameters(params) { count, values in
+                pooler == .none
+                    ? PQsendQueryPrepared(pg, statement.name, count, values, nil, nil, 0) == 1
+                    : PQsendQueryParams(pg, statement.sql, count, nil, values, nil, nil, 0) == 1
+            }) ?? false
+        }
+        // A half-sent pipeline leaves libpq's queue in a state no later call can use: start afresh next call.
+        guard sent, PQpipelineSync(pg) == 1 else { throw pipelineBroken() }
+        var outcomes: [Outcome] = []
+        outcomes.reserveCapacity(batch.count)
+        let leading = pooler == .transaction ? 1 : 0
+        var leadFailed: StoreError?
+        for position in 0..<(leading + batch.count) {
+            guard let pointer = PQgetResult(pg) else { throw pipelineBroken() }
+            let result = QueryResult(pointer)
+            let status = PQresultStatus(result.pointer)
+            let outcome: Outcome
+            if status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK || status == PGRES_EMPTY_QUERY {
+                outcome = .done(result.rows())
+            } else if status == PGRES_PIPELINE_ABORTED {
+                outcome = leadFailed.map { .failed($0) } ?? .aborted
+            } else {
+                let error = failure(result.pointer)
+                if needsReset { throw error }  // the session is gone (or unusable): nothing more will come
+                outcome = .failed(error)
+            }
+            if position < leading {
+                // The timeouts failed: every statement after them is aborted and gets that error.
+                if case .failed(let error) = outcome { leadFailed = error }
+            } else {
+                outcomes.append(outcome)
+            }
+            // Each statement's results end with a NULL; anything else means libpq and we disagree.
+            if let extra = PQgetResult(pg) {
+                PQclear(extra)
+                throw pipelineBroken()
+            }
+        }
+        guard let sync = PQgetResult(pg) else { throw pipelineBroken() }
+        let synced = PQresultStatus(sync) == PGRES_PIPELINE_SYNC
+        PQclear(sync)
+        guard synced, PQexitPipelineMode(pg) == 1 else { throw pipelineBroken() }
+        return outcomes
+    }
+
     /// Runs a script of one or more statements separated by semicolons (simple query protocol, no
     /// parameters), e.g. a migration file. Stops at the first failing statement.
     public func run(script: String) throws(StoreError) {

@@ -36,6 +36,38 @@ import Testing
         }
     }
 
+    /// The checks lane answers checks that arrive together in one batch (one database round trip): under
+    /// concurrent checks of different users through nginx, every answer still carries its own user, and the
+    /// responder's metrics show that batches were made.
+    @Test func concurrentChecksOfDifferentUsersEachGetTheirOwnIdentity() throws {
+        let users = try (0..<8).map { index in try signedIn("2100000000000000009\(index)") }
+        let work = stack.directory.appendingPathComponent("batch-checks").path
+        try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: work) }  // session tokens
+        var batches = 0.0
+        for round in 0..<10 where batches == 0 {
+            var loads: [pid_t] = []
+            for (index, user) in users.enumerated() {
+                let entry = curlEntry(url: "https://127.0.0.1:\(stack.port)/auth/session", headers: ["Authorization: Bearer \(user.token)"],
+                                      data: nil, output: "/dev/null", writeOut: "%{http_code} %header{x-user-id}\\n")
+                try Array(repeating: entry, count: 150).joined(separator: "next\n").write(toFile: "\(work)/check-\(index).curl",
+                                                                                    atomically: true, encoding: .utf8)
+                loads.append(try spawnCurl(config: "\(work)/check-\(index).curl", codes: "\(work)/codes-\(index)"))
+            }
+            for pid in loads { _ = waitForExit(pid) }
+            for (index, user) in users.enumerated() {
+                let lines = try String(contentsOfFile: "\(work)/codes-\(index)", encoding: .utf8).split(separator: "\n")
+                #expect(lines.count == 150, "round \(round), user \(index)")
+                let wrong = lines.filter { $0 != "200 \(user.userID)" }
+                #expect(wrong.isEmpty, "round \(round), user \(index): \(wrong.count) answers not its own, e.g. \(wrong.first ?? "")")
+            }
+            let metrics = try stack.request("GET", "/metrics")
+            let line = metrics.body.split(separator: "\n").first { $0.hasPrefix(#"tokensignin_database_batches_total{operation="check_session"}"#) }
+            batches = line.flatMap { Double($0.split(separator: " ").last ?? "") } ?? 0
+        }
+        #expect(batches > 0, "no check was answered in a batch in 10 rounds of 8 x 150 concurrent checks")
+    }
+
     @Test func anUnverifiedEmailNeverReachesTheApplication() throws {
         let answer = try stack.signIn(try stack.token(sub: "210000000000000000020", email: "victim@example.com", emailVerified: false))
         let token = try #require((answer.json["session"] as? [String: Any])?["token"] as? String)

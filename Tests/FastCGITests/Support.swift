@@ -127,6 +127,12 @@ final class RunningServer: Sendable {
         start { () throws(FastCGIError) in try server.run { _ in ClosureHandler(handler) } }
     }
 
+    /// Runs `server` with one lane, each worker's handler made by `makeHandler`.
+    init(_ server: Server, makeHandler: @escaping @Sendable (Int) -> any Handler) {
+        self.server = server
+        start { () throws(FastCGIError) in try server.run(makeHandler: makeHandler) }
+    }
+
     /// Runs `server` with lanes: `classify` picks the lane, and a request of lane N is answered by `handlers[N]`.
     init(_ server: Server, classify: @escaping @Sendable (Request) -> Int, overloaded: Response,
          report: @escaping @Sendable (FastCGIError) -> Void = { _ in },

@@ -59,6 +59,8 @@ final class InMemoryStore: SessionStore, SecurityEventStore {
     var nextError: StoreError?
     private var nextUserID: Int64 = 1
     private var nextSessionID: Int64 = 1
+    /// The size of every `liveSessions` batch, in order (route tests check that checks were batched).
+    private(set) var liveSessionBatches: [Int] = []
 
     init(policy: SessionPolicy = SessionPolicy(lifetime: 30 * 86_400, idleTimeout: 7 * 86_400, maxSessionsPerUser: 100)) {
         self.policy = policy
@@ -133,6 +135,13 @@ final class InMemoryStore: SessionStore, SecurityEventStore {
         let user = users.first { $0.id == session.userID }!
         return LiveSession(sessionID: session.id, userID: user.id, sub: user.sub, email: user.email,
                            emailVerified: user.emailVerified, expiresAt: Timestamp(unixSeconds: session.expiresAt))
+    }
+
+    /// One failure asked for (`failNext`) fails the whole batch, as a lost connection does on PostgreSQL.
+    func liveSessions(_ hashes: [SessionToken.Hash]) throws -> [Result<LiveSession?, any Error>] {
+        try failIfAsked()
+        liveSessionBatches.append(hashes.count)
+        return hashes.map { hash in Result { try liveSession(hash) } }
     }
 
     func signOut(_ hash: SessionToken.Hash, everywhere: Bool) throws -> SignedOut? {

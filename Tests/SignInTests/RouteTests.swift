@@ -64,13 +64,19 @@ final class RouteHarness: @unchecked Sendable {
 
     func request(_ method: String, _ uri: String, headers: [String: String] = [:], contentType: String? = nil,
                  body: String = "", bodyTooLarge: Bool = false) -> Response {
+        app.handle(Self.make(method, uri, headers: headers, contentType: contentType, body: body, bodyTooLarge: bodyTooLarge))
+    }
+
+    /// The request nginx's parameters make of this (`request` handles it).
+    static func make(_ method: String, _ uri: String, headers: [String: String] = [:], contentType: String? = nil,
+                     body: String = "", bodyTooLarge: Bool = false) -> Request {
         let parts = uri.split(separator: "?", maxSplits: 1)
         var params = ["REQUEST_METHOD": method, "DOCUMENT_URI": String(parts[0]), "REQUEST_URI": uri,
                       "QUERY_STRING": parts.count > 1 ? String(parts[1]) : "", "REMOTE_ADDR": "192.0.2.9",
                       "REQUEST_ID": "req-1"]
         if let contentType { params["CONTENT_TYPE"] = contentType }
         for (name, value) in headers { params[Request.parameterName(forHeader: name)] = value }
-        return app.handle(Request(params: params, body: Array(body.utf8), bodyTooLarge: bodyTooLarge))
+        return Request(params: params, body: Array(body.utf8), bodyTooLarge: bodyTooLarge)
     }
 
     /// POST /tokensignin with a JSON body.
@@ -707,5 +713,71 @@ extension Response {
         let h = try RouteHarness()
         let answer = h.request("GET", "/risc")
         #expect(answer.status == 405 && answer.header("Allow") == "POST")
+    }
+}
+
+/// The checks lane hands the requests that arrived together to `handle(batch:)`: their session checks are one
+/// store call, and every answer is the one the request gets alone.
+@Suite struct CheckBatchRouteTests {
+    private static func same(_ a: Response, _ b: Response) -> Bool {
+        a.status == b.status && a.body == b.body && a.headers.map { "\($0.name): \($0.value)" } == b.headers.map { "\($0.name): \($0.value)" }
+    }
+
+    @Test func checksThatArriveTogetherAreLookedUpAtOnceAndAnsweredAsAlone() throws {
+        let h = try RouteHarness()
+        let tokens = try ["ada", "bob", "eve", "unverified", "newline"].map { try h.session($0) }
+        h.store.sessions[2].revokedReason = "operator"
+        let requests = [
+            RouteHarness.make("GET", "/auth/session", headers: ["Authorization": "Bearer \(tokens[0])"]),
+            RouteHarness.make("GET", "/auth/session", headers: ["Cookie": "__Host-tokensignin=\(tokens[1])"]),
+            RouteHarness.make("GET", "/healthz"),
+            RouteHarness.make("GET", "/auth/session"),
+            RouteHarness.make("GET", "/auth/session", headers: ["Authorization": "Bearer \(tokens[2])"]),
+            RouteHarness.make("GET", "/auth/session", headers: ["Authorization": "Bearer \(tokens[3])"]),
+            RouteHarness.make("GET", "/auth/session", headers: ["Authorization": "Bearer \(tokens[4])"]),
+            RouteHarness.make("GET", "/auth/session", headers: ["Authorization": "Bearer nope"]),
+            RouteHarness.make("POST", "/healthz"),
+            RouteHarness.make("GET", "/auth/session", headers: ["Authorization": "Bearer \(tokens[0])"]),
+            RouteHarness.make("POST", "/auth/session", headers: ["Authorization": "Bearer \(tokens[1])"]),
+        ]
+        let logged = h.log.count
+        let together = h.app.handle(batch: requests)
+        // Seven well-formed tokens presented to the check route (any method): one lookup for them all.
+        #expect(h.store.liveSessionBatches == [7])
+        let batchLog = h.log.count - logged
+        let alone = requests.map { h.app.handle($0) }
+        #expect(together.count == requests.count)
+        for (index, (a, b)) in zip(together, alone).enumerated() {
+            #expect(Self.same(a, b), "request \(index): \(a.status) \(a.text) vs \(b.status) \(b.text)")
+        }
+        #expect(together.map(\.status) == [200, 200, 200, 401, 401, 200, 500, 401, 405, 200, 200])
+        #expect(together[0].header("X-User-Sub") == "ada" && together[1].header("X-User-Sub") == "bob")
+        #expect(together[5].header("X-User-Sub") == "unverified" && together[9].header("X-User-Sub") == "ada")
+        #expect(together[10].header("X-User-Sub") == "bob")
+        // The same lines are logged either way (failures only, as for checks alone).
+        #expect(batchLog == h.log.count - logged - batchLog && batchLog == 5)
+    }
+
+    @Test func aBatchWithOneCheckLooksItUpAlone() throws {
+        let h = try RouteHarness()
+        let token = try h.session()
+        let answers = h.app.handle(batch: [RouteHarness.make("GET", "/auth/session", headers: ["Authorization": "Bearer \(token)"]),
+                                           RouteHarness.make("GET", "/healthz")])
+        #expect(answers.map(\.status) == [200, 200])
+        #expect(h.store.liveSessionBatches.isEmpty)
+    }
+
+    @Test func theDatabaseDownFailsEveryCheckOfTheBatchWith503() throws {
+        let h = try RouteHarness()
+        let tokens = try ["ada", "bob"].map { try h.session($0) }
+        h.store.nextError = StoreError(.connectionLost, sqlState: "57P01", "terminating connection")
+        let answers = h.app.handle(batch: tokens.map { RouteHarness.make("GET", "/auth/session", headers: ["Authorization": "Bearer \($0)"]) }
+                                   + [RouteHarness.make("GET", "/healthz")])
+        #expect(answers.map(\.status) == [503, 503, 200])
+        #expect(answers[0].header("Retry-After") == "2" && answers[1].header("Retry-After") == "2")
+        #expect(answers.allSatisfy { $0.header("X-User-Id") == nil })
+        let page = h.metrics.exposition([])
+        #expect(page.contains(#"tokensignin_database_batches_total{operation="check_session"} 1"#))
+        #expect(page.contains(#"tokensignin_database_batched_calls_total{operation="check_session"} 2"#))
     }
 }

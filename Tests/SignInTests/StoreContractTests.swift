@@ -162,6 +162,28 @@ func verifiedToken(sub: String, email: String? = "ada@example.com", emailVerifie
         #expect(try s.audit() == [["success", nil], ["success", nil]])
     }
 
+    /// The checks lane's batch: each hash answered as `liveSession` answers it alone, the use recorded for each.
+    @Test(arguments: Kind.allCases)
+    func checksLookedUpTogetherAnswerAsEachAlone(kind: Kind) throws {
+        let s = try StoreUnderTest.make(kind)
+        let (ada, adaHash) = try Self.signIn(s.store, "sub-ada")
+        let (expired, expiredHash) = try Self.signIn(s.store, "sub-exp")
+        let (used, usedHash) = try Self.signIn(s.store, "sub-used")
+        try s.expire(expired.sessionID)
+        try s.idle(used.sessionID, 3_600)
+        let before = try #require(try s.store.listSessions(usedHash, limit: 1, after: nil)?.sessions.first)
+        let stranger = SessionToken.generate().hash
+        let results = try s.store.liveSessions([adaHash, expiredHash, stranger, usedHash, adaHash])
+        let found = try results.map { try $0.get()?.sessionID }
+        #expect(found == [ada.sessionID, nil, nil, used.sessionID, ada.sessionID])
+        #expect(try results[3].get() == s.store.liveSession(usedHash))
+        #expect(try results[0].get()?.sub == "sub-ada")
+        // The use was recorded: the session unused for an hour was seen just now.
+        let after = try #require(try s.store.listSessions(usedHash, limit: 1, after: nil)?.sessions.first)
+        #expect(after.lastSeenAt.unixSeconds - before.lastSeenAt.unixSeconds >= 3_500)
+        #expect(try s.store.liveSessions([]).isEmpty)
+    }
+
     @Test(arguments: Kind.allCases)
     func unknownTokenIsNoSession(kind: Kind) throws {
         let s = try StoreUnderTest.make(kind)

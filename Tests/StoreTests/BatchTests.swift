@@ -1,0 +1,96 @@
+// Connection.executeBatch: one statement for many parameter lists in one pipeline, each item with its own
+// outcome, with and without a transaction pooler (straight against the test cluster).
+import Store
+import Testing
+import TestSupport
+
+@Suite struct BatchTests {
+    private static func values(_ results: [Result<Rows, StoreError>]) -> [String?] {
+        results.map { result in (try? result.get()).map { $0[0, 0] } ?? nil }
+    }
+
+    @Test(arguments: Pooler.allCases)
+    func everyItemGetsItsOwnRowsFromOneTransaction(pooler: Pooler) throws {
+        let connection = try Connection(conninfo: "", pooler: pooler)
+        let statement = Statement(name: "batch_double", sql: "SELECT ($1::int * 2)::text, txid_current()::text")
+        let results = try connection.executeBatch(statement, (1...6).map { [String($0)] })
+        #expect(Self.values(results) == ["2", "4", "6", "8", "10", "12"])
+        // One pipeline, one Sync: the items ran in one implicit transaction, so in one round trip.
+        let transactions = Set(results.map { try? $0.get()[0, 1] })
+        #expect(transactions.count == 1 && transactions.first! != nil)
+        #expect(try connection.query("SELECT 1")[0, 0] == "1")  // out of pipeline mode again
+    }
+
+    @Test(arguments: Pooler.allCases)
+    func aFailingItemGetsItsErrorAndTheOthersTheirRows(pooler: Pooler) throws {
+        let connection = try Connection(conninfo: "", pooler: pooler)
+        let statement = Statement(name: "batch_divide", sql: "SELECT (12 / $1::int)::text")
+        let results = try connection.executeBatch(statement, ["1", "0", "4", "0", "6"].map { [$0] })
+        #expect(Self.values(results) == ["12", nil, "3", nil, "2"])
+        for failed in [results[1], results[3]] {
+            guard case .failure(let error) = failed else {
+                Issue.record("expected division_by_zero, got \(failed)")
+                continue
+            }
+            #expect(error.sqlState == "22012")
+            #expect(!error.isRetryable)
+        }
+        #expect(try connection.query("SELECT 1")[0, 0] == "1")
+    }
+
+    @Test(arguments: Pooler.allCases)
+    func aParameterWithNulFailsItsItemOnly(pooler: Pooler) throws {
+        let connection = try Connection(conninfo: "", pooler: pooler)
+        let statement = Statement(name: "batch_echo", sql: "SELECT $1::text")
+        let results = try connection.executeBatch(statement, [["a"], ["b\u{0}c"], ["d"]])
+        #expect(Self.values(results) == ["a", nil, "d"])
+        #expect(throws: StoreError(.invalidParameter)) { try results[1].get() }
+    }
+
+    @Test(arguments: Pooler.allCases)
+    func theTimeoutsHoldForEveryItem(pooler: Pooler) throws {
+        let connection = try Connection(conninfo: "", pooler: pooler)
+        let statement = Statement(name: "batch_timeouts",
+                                  sql: "SELECT current_setting('statement_timeout') || ' ' || current_setting('lock_timeout') || $1::text")
+        let results = try connection.executeBatch(statement, [["!"], ["?"]])
+        #expect(Self.values(results) == ["5s 2s!", "5s 2s?"])
+    }
+
+    @Test func aBatchWithNothingToSendSendsNothing() throws {
+        let connection = try Connection(conninfo: "")
+        let statement = Statement(name: "batch_none", sql: "SELECT $1::text")
+        #expect(try connection.executeBatch(statement, []).isEmpty)
+        let refused = try connection.executeBatch(statement, [["\u{0}"]])
+        #expect(throws: StoreError(.invalidParameter)) { try refused[0].get() }
+        // Not even prepared.
+        #expect(try connection.query("SELECT count(*) FROM pg_prepared_statements WHERE name = 'batch_none'")[0, 0] == "0")
+    }
+
+    @Test func statementsDiscardedByTheServerArePreparedAgainForABatch() throws {
+        let connection = try Connection(conninfo: "")
+        let statement = Statement(name: "batch_discard", sql: "SELECT $1::text")
+        #expect(try connection.execute(statement, ["a"])[0, 0] == "a")
+        try connection.query("DEALLOCATE ALL")  // what a pooler's DISCARD ALL does
+        #expect(Self.values(try connection.executeBatch(statement, [["b"], ["c"]])) == ["b", "c"])
+    }
+
+    @Test(arguments: Pooler.allCases)
+    func aTerminatedBackendFailsTheWholeBatchRetryablyAndTheNextOneReconnects(pooler: Pooler) throws {
+        let connection = try Connection(conninfo: "", pooler: pooler)
+        let statement = Statement(name: "batch_who", sql: "SELECT pg_backend_pid()::text || $1::text")
+        let pid = connection.backendPID
+        #expect(Self.values(try connection.executeBatch(statement, [["!"], ["?"]])) == ["\(pid)!", "\(pid)?"])
+        let admin = try Connection(conninfo: "")
+        #expect(try admin.query("SELECT pg_terminate_backend($1::int, 10000)", [String(pid)])[0, 0] == "t")
+        do {
+            _ = try connection.executeBatch(statement, [["!"], ["?"]])
+            Issue.record("expected the batch on a terminated backend to fail")
+        } catch {
+            #expect(error.code == .connectionLost)
+            #expect(error.isRetryable)
+        }
+        let again = try connection.executeBatch(statement, [["!"], ["?"]])
+        #expect(connection.backendPID != pid)
+        #expect(Self.values(again) == ["\(connection.backendPID)!", "\(connection.backendPID)?"])
+    }
+}
