@@ -51,6 +51,8 @@ final class Dispatcher: Sendable {
     private let returned = Mutex<[Connection]>([])
     private let listening = Mutex<ListenerState>(ListenerState())
     private let timer = Wakeup()
+    /// Held by the one worker that waits in the epoll set (`work`).
+    private let baton = Baton()
     private let stopRequested = Atomic<Bool>(false)
     /// Set when the graceful stop begins: every answer from then on closes its connection.
     let draining = Atomic<Bool>(false)
@@ -134,24 +136,44 @@ final class Dispatcher: Sendable {
     }
 
     /// A worker thread's life: take the next event, serve what it leads to, until the server is done.
+    ///
+    /// Only the worker holding the baton (the leader) waits in the epoll set; the others wait for the baton.
+    /// The leader passes it on (waking one) before it runs a request of a lane that does not batch, so a
+    /// sign-in never keeps the next request from being read; for a batch it only lends it (nobody is woken:
+    /// events that arrive meanwhile wait for the batch's end and make the next batch) and takes it back if
+    /// nobody took it. A batch that holds the lent baton longer than `lentBatonRescue` has the timer wake a
+    /// waiting worker to read in its place.
     func work(handler: any Handler) {
         var events = [epoll_event](repeating: epoll_event(), count: 1)
         var scratch = [UInt8](repeating: 0, count: 64 * 1024)
         var ready = [epoll_event](repeating: epoll_event(), count: gates.map(\.lane.batch).max() ?? 1)
+        var leading = false
         while true {
+            if !leading {
+                baton.take()
+                leading = true
+            }
             let count = epoll_wait(epoll.raw, &events, 1, -1)
             if count < 0 {
                 if errno == EINTR { continue }
+                baton.pass()
                 fail(FastCGIError(.acceptFailed, errnoText("epoll_wait")))
                 return
             }
             guard count == 1 else { continue }
-            guard let connections = received(events[0].data.u64) else { return }
+            guard let connections = received(events[0].data.u64) else {
+                baton.pass()  // the next worker sees the exit event too, and so on
+                return
+            }
             for connection in connections {
-                serve(.drive(connection), handler: handler, scratch: &scratch, ready: &ready)
+                serve(.drive(connection), handler: handler, scratch: &scratch, ready: &ready, leading: &leading)
             }
         }
     }
+
+    /// How long a batch may hold the lent baton before the timer wakes a waiting worker to read instead (the
+    /// timer looks every 20-100 ms, so that is the delay new requests see behind a stuck batch).
+    static let lentBatonRescue: UInt64 = 5_000_000
 
     /// The connections an event gives this worker (nil: the server is done).
     private func received(_ tag: UInt64) -> [Connection]? {
@@ -181,7 +203,8 @@ final class Dispatcher: Sendable {
     /// Everything one event leads to on this worker: reading the connection, running its request (with the
     /// others of a batching lane that are ready), the next request waiting in that lane, and what follows on
     /// each connection.
-    private func serve(_ first: Work, handler: any Handler, scratch: inout [UInt8], ready: inout [epoll_event]) {
+    private func serve(_ first: Work, handler: any Handler, scratch: inout [UInt8], ready: inout [epoll_event],
+                       leading: inout Bool) {
         var work = [first]
         while let item = work.popLast() {
             switch item {
@@ -194,6 +217,16 @@ final class Dispatcher: Sendable {
                 var jobs = [job]
                 if gate.lane.batch > 1 { gather(&jobs, work: &work, scratch: &scratch, ready: &ready) }
                 let now = monotonicNanoseconds()
+                var lent = false
+                if leading {
+                    if gate.lane.batch > 1 {
+                        baton.lend(now: now)
+                        lent = true
+                    } else {
+                        baton.pass()
+                        leading = false
+                    }
+                }
                 var due: [Job] = []
                 var carryOn: [Connection] = []
                 for job in jobs {
@@ -215,6 +248,7 @@ final class Dispatcher: Sendable {
                     }
                     if answer(job.connection, response, waiting: true) { carryOn.append(job.connection) }
                 }
+                if lent { leading = baton.reclaim() }
                 // The lane's next waiting request takes this one's place; first these connections are read or
                 // parked, so their next requests are not held up behind the queue.
                 if let next = gate.finished() { work.append(.run(next)) }
@@ -522,7 +556,7 @@ final class Dispatcher: Sendable {
         _ = Glibc.write(exit.raw, &one, 8)
     }
 
-    private func tick(now: UInt64, drainStart: UInt64?) {
+    func tick(now: UInt64, drainStart: UInt64?) {
         // Requests that are taking too long, or have gone silent half-way: shut down, so the next event (end of
         // file) has the worker that receives it close the connection.
         let total = limits.requestTimeout.nanoseconds
@@ -530,8 +564,8 @@ final class Dispatcher: Sendable {
         for connection in onTheClock.withLock({ Array($0.values) }) {
             connection.state.withLock { state in
                 guard state == .waiting, !connection.shutDown else { return }
-                let overall = now &- connection.busySince >= total
-                guard overall || now &- connection.lastProgress >= stall else { return }
+                let overall = elapsed(now, since: connection.busySince) >= total
+                guard overall || elapsed(now, since: connection.lastProgress) >= stall else { return }
                 timeouts.add(1, ordering: .relaxed)
                 report(FastCGIError(.requestTimedOut, overall ? "request not complete within \(limits.requestTimeout)"
                                         : "no byte for \(min(limits.stallTimeout, limits.requestTimeout)) mid-request"))
@@ -547,8 +581,9 @@ final class Dispatcher: Sendable {
                 handBack(job.connection)
             }
         }
+        baton.rescue(lentBefore: now &- min(now, Self.lentBatonRescue))
         listening.withLock { listening in
-            guard let pausedAt = listening.pausedAt, listening.on, now &- pausedAt >= 10_000_000,
+            guard let pausedAt = listening.pausedAt, listening.on, elapsed(now, since: pausedAt) >= 10_000_000,
                   open.current < limits.maxConnections else { return }
             if Self.control(epoll.raw, EPOLL_CTL_MOD, listener.fd, tag: Self.listenerTag, oneShot: true) { listening.pausedAt = nil }
         }
@@ -557,11 +592,11 @@ final class Dispatcher: Sendable {
 
     /// Kept connections idle past `idleTimeout` are shut down (the worker that gets their end of file closes
     /// them), so peers that never close cannot hold the connection slots.
-    private func closeIdle(now: UInt64) {
+    func closeIdle(now: UInt64) {
         let limit = limits.idleTimeout.nanoseconds
         for connection in registry.withLock({ Array($0.values) }) {
             connection.state.withLock { state in
-                guard case .idle(let since) = state, !connection.shutDown, now &- since >= limit else { return }
+                guard case .idle(let since) = state, !connection.shutDown, elapsed(now, since: since) >= limit else { return }
                 timeouts.add(1, ordering: .relaxed)
                 report(FastCGIError(.requestTimedOut, "kept connection idle for \(limits.idleTimeout)"))
                 connection.shutDown = true
@@ -616,6 +651,12 @@ final class Dispatcher: Sendable {
             }
         }
     }
+}
+
+/// Nanoseconds from `since` to `now`, 0 when `since` is later: the timer reads the clock once per tick, and a
+/// worker may stamp a connection after that (wrapping around would make a fresh stamp look ages old).
+private func elapsed(_ now: UInt64, since: UInt64) -> UInt64 {
+    now > since ? now - since : 0
 }
 
 /// The timer thread's sleep: until `poke()` or the timeout.

@@ -36,7 +36,7 @@ public final class Server: Sendable {
     let listener: Listener
     private let stopping = Atomic<Bool>(false)
     private let phase = Mutex<Phase>(.ready)
-    private let current = Mutex<Dispatcher?>(nil)
+    let current = Mutex<Dispatcher?>(nil)
     /// Open connections (tests wait on it).
     let open = Gauge()
     /// The sigwait thread of `stopOnTerminationSignals`, reachable by tests through pthread_kill.

@@ -119,3 +119,90 @@ package final class Monitor<Value>: @unchecked Sendable {
         return held
     }
 }
+
+/// Leadership passed between threads (leader/followers): one thread at a time holds it, the others wait in
+/// `take`. The holder may `pass` it (waking one waiter) or only `lend` it (waking nobody: a thread that comes
+/// to `take` it meanwhile gets it at once) and `reclaim` it afterwards if nobody did; `rescue` wakes a waiter
+/// for a baton lent too long.
+package final class Baton: @unchecked Sendable {
+    // SAFETY: the fields are only touched with `mutex` held; the pthread objects are allocated once, never
+    // moved, and freed in deinit when no thread can be waiting on them.
+    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    private let condition: UnsafeMutablePointer<pthread_cond_t>
+    private var held = false
+    /// When the holder lent it (monotonic ns), while nobody has taken it since.
+    private var lentAt: UInt64?
+    private var waiting = 0
+    /// Waiters signalled and not yet awake (so one wake-up is not asked for twice).
+    private var signalled = 0
+
+    package init() {
+        mutex = .allocate(capacity: 1)
+        condition = .allocate(capacity: 1)
+        pthread_mutex_init(mutex, nil)
+        pthread_cond_init(condition, nil)
+    }
+
+    deinit {
+        pthread_cond_destroy(condition)
+        pthread_mutex_destroy(mutex)
+        condition.deallocate()
+        mutex.deallocate()
+    }
+
+    /// Waits until the baton is free, then holds it.
+    package func take() {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        while held {
+            waiting += 1
+            pthread_cond_wait(condition, mutex)
+            waiting -= 1
+            if signalled > 0 { signalled -= 1 }
+        }
+        held = true
+        lentAt = nil
+    }
+
+    /// Frees it and wakes one waiter, if there is one that is not already being woken.
+    package func pass() {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        held = false
+        lentAt = nil
+        wakeOne()
+    }
+
+    /// Frees it without waking anyone.
+    package func lend(now: UInt64) {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        held = false
+        lentAt = now
+    }
+
+    /// Holds it again if nobody took it since `lend`; false if somebody did.
+    package func reclaim() -> Bool {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        guard !held else { return false }
+        held = true
+        lentAt = nil
+        return true
+    }
+
+    /// Wakes a waiter when the baton has been lent since before `cutoff` and nobody has taken it.
+    package func rescue(lentBefore cutoff: UInt64) {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        guard !held, let lentAt, lentAt < cutoff else { return }
+        self.lentAt = nil
+        wakeOne()
+    }
+
+    private func wakeOne() {
+        guard waiting > signalled else { return }
+        signalled += 1
+        pthread_cond_signal(condition)
+    }
+}

@@ -243,6 +243,33 @@ private func stillServes(_ dir: TempDir, seconds: Double = 5) throws -> Bool {
         #expect(server.statistics.timeouts == 1)
     }
 
+    /// The timer reads the clock once per tick; a connection a worker stamps after that (parked idle, or a
+    /// request begun) must not look ages old to it. A tick whose clock is far older than every stamp closes
+    /// nothing.
+    @Test func stampsNewerThanTheTimersClockAreNotTimedOut() throws {
+        let dir = try TempDir()
+        let server = try Server(listen: .unix(dir.file("s")), lanes: [Lane(name: "default", workers: 1)],
+                                limits: Limits(maxBodyBytes: 64))
+        let running = RunningServer(server, handler: pathEcho)
+        defer { running.stop() }
+        let idle = try Raw(unixPath: dir.file("s"))
+        try idle.send(params: ["DOCUMENT_URI": "/once"], keep: true)
+        #expect(try idle.readResponse().body == Array("/once".utf8))
+        let arriving = try Raw(unixPath: dir.file("s"))
+        try arriving.write(Raw.begin(keep: true))
+        let dispatcher = try #require(server.current.withLock { $0 })
+        try #require(eventually { server.openConnections == 2 })
+        Thread.sleep(forTimeInterval: 0.2)  // both parked: one idle, one with its request begun
+        dispatcher.closeIdle(now: 1)
+        dispatcher.tick(now: 1, drainStart: nil)
+        #expect(server.statistics.timeouts == 0)
+        try idle.send(params: ["DOCUMENT_URI": "/twice"], keep: true)
+        #expect(try idle.readResponse().body == Array("/twice".utf8))
+        try arriving.write(Raw.record(type: 4, Raw.pairs([("DOCUMENT_URI", "/late")])) + Raw.record(type: 4, [])
+            + Raw.record(type: 5, []))
+        #expect(try arriving.readResponse().body == Array("/late".utf8))
+    }
+
     /// Garbage of every kind on many connections at once: each closed, the process and the workers untouched.
     @Test func malformedStreamsCloseTheirConnectionOnly() throws {
         let dir = try TempDir()
