@@ -41,7 +41,7 @@ let package = Package(
         // Test support: running programs, and a private database per suite on the test cluster.
         .target(name: "TestSupport", dependencies: ["Store"], path: "Tests/TestSupport", swiftSettings: strict),
         .testTarget(name: "StoreTests", dependencies: ["Store", "TestSupport"], swiftSettings: strict),
-        .testTarget(name: "FastCGITests", dependencies: ["FastCGI", "TestSupport"], swiftSettings: strict),
+        .testTarget(name: "FastCGITests", dependencies: ["FastCGI", "Threads", "TestSupport"], swiftSettings: strict),
         .testTarget(name: "SignInTests", dependencies: ["SignIn", "Store", "IDToken", "GoogleKeys", "Signing", "FastCGI", "TestSupport"], swiftSettings: strict),
         .testTarget(name: "EndToEndTests", dependencies: ["IDToken", "Signing", "TestSupport"], swiftSettings: strict),
     ]

@@ -48,11 +48,18 @@ final class Dispatcher: Sendable {
     let open: Gauge
     /// Connections parked with a request begun, each on the clock.
     private let onTheClock = Mutex<[ObjectIdentifier: Connection]>([:])
-    private let returned = Mutex<[Connection]>([])
+    /// Connections the timer or a worker gives back to the workers, and requests a batching worker read for
+    /// other lanes (`handOff`): the next worker that takes the hand-back event serves them.
+    private let returned = Mutex<[Work]>([])
     private let listening = Mutex<ListenerState>(ListenerState())
     private let timer = Wakeup()
     /// Held by the one worker that waits in the epoll set (`work`).
     private let baton = Baton()
+    /// Batches that lent the baton so far: while it moves, the timer ticks every `busyTick` to rescue a lent
+    /// baton in time; otherwise it naps, and the first lend after a nap pokes it.
+    private let lends = Atomic<Int>(0)
+    private let timerNapping = Atomic<Bool>(false)
+    static let busyTick = 5
     private let stopRequested = Atomic<Bool>(false)
     /// Set when the graceful stop begins: every answer from then on closes its connection.
     let draining = Atomic<Bool>(false)
@@ -161,13 +168,11 @@ final class Dispatcher: Sendable {
                 return
             }
             guard count == 1 else { continue }
-            guard let connections = received(events[0].data.u64) else {
+            guard let items = received(events[0].data.u64) else {
                 baton.pass()  // the next worker sees the exit event too, and so on
                 return
             }
-            for connection in connections {
-                serve(.drive(connection), handler: handler, scratch: &scratch, ready: &ready, leading: &leading)
-            }
+            for item in items { serve(item, handler: handler, scratch: &scratch, ready: &ready, leading: &leading) }
         }
     }
 
@@ -175,28 +180,35 @@ final class Dispatcher: Sendable {
     /// timer looks every 20-100 ms, so that is the delay new requests see behind a stuck batch).
     static let lentBatonRescue: UInt64 = 5_000_000
 
-    /// The connections an event gives this worker (nil: the server is done).
-    private func received(_ tag: UInt64) -> [Connection]? {
+    /// What an event gives this worker: connections to read, requests to run (nil: the server is done).
+    private func received(_ tag: UInt64) -> [Work]? {
         switch tag {
         case Self.exitTag:
             return nil
         case Self.listenerTag:
-            return acceptOne().map { [$0] } ?? []
+            return acceptOne().map { [.drive($0)] } ?? []
         case Self.handBackTag:
+            // One item per event: each handed-off request or connection goes to a worker of its own (the
+            // event is raised again for the rest), so none waits behind another on one thread.
             var value: UInt64 = 0
             _ = Glibc.read(handBack.raw, &value, 8)
-            let connections = returned.withLock { list in
-                defer { list.removeAll() }
-                return list
+            let (item, more) = returned.withLock { list -> (Work?, Bool) in
+                guard !list.isEmpty else { return (nil, false) }
+                return (list.removeFirst(), !list.isEmpty)
             }
             _ = Self.control(epoll.raw, EPOLL_CTL_MOD, handBack.raw, tag: Self.handBackTag, oneShot: true)
-            for connection in connections { connection.turnItems = 0 }
-            return connections
+            if more {
+                var one: UInt64 = 1
+                _ = Glibc.write(handBack.raw, &one, 8)
+            }
+            guard let item else { return [] }
+            if case .drive(let connection) = item { connection.turnItems = 0 }
+            return [item]
         case let tag:
             guard let pointer = UnsafeRawPointer(bitPattern: UInt(tag)) else { return [] }
             let connection = Unmanaged<Connection>.fromOpaque(pointer).takeUnretainedValue()
             connection.turnItems = 0
-            return [connection]
+            return [.drive(connection)]
         }
     }
 
@@ -209,19 +221,27 @@ final class Dispatcher: Sendable {
         while let item = work.popLast() {
             switch item {
             case .drive(let connection):
-                if let job = drive(connection, scratch: &scratch) { work.append(.run(job)) }
+                if let job = drive(connection, scratch: &scratch, mayWait: !leading) { work.append(.run(job)) }
             case .carryOn(let connection):
-                if let job = drive(connection, scratch: &scratch, readAtOnce: false) { work.append(.run(job)) }
+                if let job = drive(connection, scratch: &scratch, readAtOnce: false, mayWait: !leading) { work.append(.run(job)) }
             case .run(let job):
                 let gate = gates[job.lane]
                 var jobs = [job]
-                if gate.lane.batch > 1 { gather(&jobs, work: &work, scratch: &scratch, ready: &ready) }
+                var handedOff = false
+                if gate.lane.batch > 1 { handedOff = gather(&jobs, scratch: &scratch, ready: &ready) }
                 let now = monotonicNanoseconds()
                 var lent = false
                 if leading {
-                    if gate.lane.batch > 1 {
+                    // Lent for a batch, unless requests of other lanes were handed off on the way: then a worker
+                    // must wake to run them now.
+                    if gate.lane.batch > 1 && !handedOff {
                         baton.lend(now: now)
                         lent = true
+                        lends.add(1, ordering: .sequentiallyConsistent)
+                        if timerNapping.load(ordering: .sequentiallyConsistent),
+                           timerNapping.exchange(false, ordering: .sequentiallyConsistent) {
+                            timer.poke()
+                        }
                     } else {
                         baton.pass()
                         leading = false
@@ -236,7 +256,7 @@ final class Dispatcher: Sendable {
                         due.append(job)
                     }
                 }
-                let responses = due.count == 1 ? [handler.handle(due[0].request)] : handler.handle(batch: due.map(\.request))
+                let responses = due.isEmpty ? [] : due.count == 1 ? [handler.handle(due[0].request)] : handler.handle(batch: due.map(\.request))
                 for (index, job) in due.enumerated() {
                     // A handler that answers fewer requests than it was given: those left get the 500 (reported).
                     var response = Response.invalidReplacement
@@ -258,37 +278,51 @@ final class Dispatcher: Sendable {
     }
 
     /// Adds to a batch (its first job holds one of the lane's slots) the lane's waiting jobs, then the requests
-    /// already complete on connections whose events are waiting, taken without sleeping. Other lanes' requests
-    /// read on the way are admitted as usual and go on the work list, to run after the batch.
-    private func gather(_ jobs: inout [Job], work: inout [Work], scratch: inout [UInt8], ready: inout [epoll_event]) {
+    /// already complete on connections whose events are waiting, taken without sleeping. Other lanes'
+    /// requests read on the way are admitted to their lanes as usual and handed off to the other workers
+    /// (`handOff`), never run after the batch on this one. True when it handed some off.
+    private func gather(_ jobs: inout [Job], scratch: inout [UInt8], ready: inout [epoll_event]) -> Bool {
         let lane = jobs[0].lane
         let limit = gates[lane].lane.batch
         jobs += gates[lane].takeWaiting(upTo: limit - jobs.count)
-        guard jobs.count < limit else { return }
+        guard jobs.count < limit else { return false }
         let count = epoll_wait(epoll.raw, &ready, Int32(min(limit - jobs.count, ready.count)), 0)
-        guard count > 0 else { return }
+        guard count > 0 else { return false }
+        var others: [Work] = []
         for index in 0..<Int(count) {
             // The exit event comes only once no connection is open, so never while this worker holds some.
-            guard let connections = received(ready[index].data.u64) else { continue }
-            for connection in connections {
-                guard let job = drive(connection, scratch: &scratch, riding: jobs.count < limit ? lane : nil) else { continue }
-                if job.lane == lane && jobs.count < limit { jobs.append(job) } else { work.insert(.run(job), at: 0) }
+            guard let items = received(ready[index].data.u64) else { continue }
+            for item in items {
+                guard case .drive(let connection) = item else {
+                    others.append(item)  // a request handed off already holds its own slot: it runs on its own
+                    continue
+                }
+                // A request of this lane joins without a slot of its own while there is room; any other was
+                // admitted to its lane (and holds a slot there, or waits in its queue).
+                let riding = jobs.count < limit ? lane : nil
+                guard let job = drive(connection, scratch: &scratch, riding: riding, mayWait: false) else { continue }
+                if job.lane == riding { jobs.append(job) } else { others.append(.run(job)) }
             }
         }
+        guard !others.isEmpty else { return false }
+        handOff(others)
+        return true
     }
 
     /// Parses and reads until the connection's next request is complete (returned when its lane lets it run
     /// now), or the connection has left this worker: parked, queued to its lane, or closed.
     /// `riding`: a lane whose request joins the caller's batch without a slot of its own. `readAtOnce`: false
     /// parks the connection when its buffered bytes hold no complete request, rather than trying a read first.
-    private func drive(_ connection: Connection, scratch: inout [UInt8], riding: Int? = nil, readAtOnce: Bool = true) -> Job? {
+    /// `mayWait`: an overload answer may wait for the peer to read (never while this worker holds the baton).
+    private func drive(_ connection: Connection, scratch: inout [UInt8], riding: Int? = nil, readAtOnce: Bool = true,
+                       mayWait: Bool) -> Job? {
         connection.state.withLock { $0 = .held }
         if connection.onTheClock {
             connection.onTheClock = false
             _ = onTheClock.withLock { $0.removeValue(forKey: ObjectIdentifier(connection)) }
         }
         while true {
-            switch advance(connection, riding: riding) {
+            switch advance(connection, riding: riding, mayWait: mayWait) {
             case .run(let job): return job
             case .gone: return nil
             case .needMore:
@@ -319,7 +353,7 @@ final class Dispatcher: Sendable {
     }
 
     /// What the buffered bytes lead to: a request to run, management answers, a refusal, or nothing yet.
-    private func advance(_ connection: Connection, riding: Int?) -> Next {
+    private func advance(_ connection: Connection, riding: Int?, mayWait: Bool) -> Next {
         while connection.turnItems < Self.turn, let event = connection.parser.next() {
             connection.turnItems += 1
             switch event {
@@ -336,7 +370,7 @@ final class Dispatcher: Sendable {
                     return .gone  // its wait is on the timer's clock (it looks every 100 ms at the latest)
                 case .full:
                     // The lane's queue is full: the server answers for it, never drops the request.
-                    guard answerOverloaded(connection, request, lane: lane, waiting: true) else { return .gone }
+                    guard answerOverloaded(connection, request, lane: lane, waiting: mayWait) else { return .gone }
                 }
             case .reply(let bytes, let thenClose):
                 // A management reply is never waited on: a peer that leaves it unread loses the connection.
@@ -373,7 +407,12 @@ final class Dispatcher: Sendable {
 
     /// Queues a held connection for the next worker that takes the hand-back event.
     private func handBack(_ connection: Connection) {
-        returned.withLock { $0.append(connection) }
+        handOff([.drive(connection)])
+    }
+
+    /// Queues connections to read and requests to run for the next worker that takes the hand-back event.
+    private func handOff(_ items: [Work]) {
+        returned.withLock { $0.append(contentsOf: items) }
         var one: UInt64 = 1
         _ = Glibc.write(handBack.raw, &one, 8)
     }
@@ -533,6 +572,7 @@ final class Dispatcher: Sendable {
     func run() {
         var drainStart: UInt64?
         var lastIdleSweep: UInt64 = 0
+        var lastLends = 0
         while true {
             if stopRequested.load(ordering: .acquiring) && drainStart == nil {
                 let now = monotonicNanoseconds()
@@ -543,7 +583,19 @@ final class Dispatcher: Sendable {
             // Every 20 ms while something is on the clock, else every 100 ms (how late a deadline may be noticed
             // after a connection starts arriving or a request starts waiting, which do not wake the timer).
             let timed = drainStart != nil || onTheClock.withLock { !$0.isEmpty } || listening.withLock { $0.pausedAt != nil }
-            timer.wait(milliseconds: timed ? 20 : 100)
+            var milliseconds = timed ? 20 : 100
+            // Batches lending the baton: tick often enough to rescue one that is stuck. Napping is announced
+            // before the last look at the count, and a lend counts before it looks for the nap, so either the
+            // timer sees the lend or the lender sees the nap (and pokes).
+            timerNapping.store(true, ordering: .sequentiallyConsistent)
+            let lendsNow = lends.load(ordering: .sequentiallyConsistent)
+            if lendsNow != lastLends {
+                timerNapping.store(false, ordering: .sequentiallyConsistent)
+                milliseconds = Self.busyTick
+            }
+            lastLends = lendsNow
+            timer.wait(milliseconds: milliseconds)
+            timerNapping.store(false, ordering: .sequentiallyConsistent)
             let now = monotonicNanoseconds()
             tick(now: now, drainStart: drainStart)
             // Kept connections idle past `Limits.idleTimeout`: looked for once a second.

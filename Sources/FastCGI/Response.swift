@@ -26,26 +26,27 @@ public struct Response: Sendable {
         let code = (100...599).contains(status) ? status : 500
         var head: [UInt8] = []
         head.reserveCapacity(64 + headers.count * 48)
-        head += "Status: \(code)".utf8
-        if let reason = Self.reasons[code] {
-            head.append(UInt8(ascii: " "))
-            head += reason.utf8
-        }
-        head += [13, 10]
+        head += Self.statusLines[code] ?? Array("Status: \(code)\r\n".utf8)
         var hasLength = false
         for (name, value) in headers {
             guard Self.isToken(name), Self.isFieldValue(value) else { return nil }
             if name.utf8.count == 6, name.lowercased() == "status" { return nil }
             if name.utf8.count == 14, name.lowercased() == "content-length" { hasLength = true }
             head += name.utf8
-            head += [UInt8(ascii: ":"), UInt8(ascii: " ")]
+            head.append(UInt8(ascii: ":"))
+            head.append(UInt8(ascii: " "))
             head += value.utf8
-            head += [13, 10]
+            head.append(13)
+            head.append(10)
         }
         if !hasLength && code >= 200 && code != 204 && code != 304 {
-            head += "Content-Length: \(body.count)\r\n".utf8
+            head += Self.contentLengthPrefix
+            head += String(body.count).utf8
+            head.append(13)
+            head.append(10)
         }
-        head += [13, 10]
+        head.append(13)
+        head.append(10)
         return head
     }
 
@@ -72,6 +73,12 @@ public struct Response: Sendable {
     static func isFieldValue(_ value: String) -> Bool {
         value.utf8.allSatisfy { $0 == 0x09 || ($0 >= 0x20 && $0 != 0x7F) }
     }
+
+    /// `Status: <code> <reason>` and CRLF, for every code with a reason.
+    private static let statusLines: [Int: [UInt8]] = reasons.reduce(into: [:]) { lines, entry in
+        lines[entry.key] = Array("Status: \(entry.key) \(entry.value)\r\n".utf8)
+    }
+    private static let contentLengthPrefix = Array("Content-Length: ".utf8)
 
     static let reasons: [Int: String] = [
         100: "Continue", 101: "Switching Protocols",

@@ -79,9 +79,14 @@ final class Application: Handler {
     /// batch, one round trip to the database; each is then answered, logged and counted as `handle` does.
     func handle(batch requests: [Request]) -> [Response] {
         var hashes: [SessionToken.Hash] = []
+        var seen: [SessionToken.Hash: Int] = [:]
         let slots = requests.map { request -> Int? in
             guard case .checkSession? = try? Route.match(request), let token = presented(request)?.token else { return nil }
-            hashes.append(token.hash)
+            // One lookup per session: a page's many subrequests with one cookie arrive together.
+            let hash = token.hash
+            if let slot = seen[hash] { return slot }
+            seen[hash] = hashes.count
+            hashes.append(hash)
             return hashes.count - 1
         }
         guard hashes.count > 1 else { return requests.map { handle($0, lookup: nil) } }
@@ -316,13 +321,13 @@ final class Application: Handler {
     }
 
     private func presented(_ request: Request) -> Presented? {
-        if let authorization = request.header("Authorization") {
+        if let authorization = request.params["HTTP_AUTHORIZATION"] {
             let parts = authorization.split(separator: " ", maxSplits: 1)
             if parts.first?.lowercased() == "bearer" {
                 return .bearer(parts.count == 2 ? SessionToken(presented: parts[1]) : nil)
             }
         }
-        guard let value = Cookies.value(named: configuration.cookieName, in: request.header("Cookie")) else { return nil }
+        guard let value = Cookies.value(named: configuration.cookieName, in: request.params["HTTP_COOKIE"]) else { return nil }
         return .cookie(SessionToken(presented: value))
     }
 

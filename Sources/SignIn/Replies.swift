@@ -124,26 +124,44 @@ public indirect enum JSONValue: Sendable, Equatable {
     /// A Swift String is always valid Unicode, so the output is always valid UTF-8.
     public static func writeString(_ string: String, into out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
-        for scalar in string.unicodeScalars {
-            switch scalar.value {
-            case 0x22: out.append(contentsOf: #"\""#.utf8)
-            case 0x5C: out.append(contentsOf: #"\\"#.utf8)
-            case 0x0A: out.append(contentsOf: #"\n"#.utf8)
-            case 0x0D: out.append(contentsOf: #"\r"#.utf8)
-            case 0x09: out.append(contentsOf: #"\t"#.utf8)
-            case 0x08: out.append(contentsOf: #"\b"#.utf8)
-            case 0x0C: out.append(contentsOf: #"\f"#.utf8)
-            case 0x00..<0x20, 0x7F, 0x2028, 0x2029:
-                out.append(contentsOf: #"\u"#.utf8)
-                let hex = Array("0123456789abcdef".utf8)
-                for shift in stride(from: 12, through: 0, by: -4) {
-                    out.append(hex[Int((scalar.value >> UInt32(shift)) & 0xF)])
+        var string = string
+        string.withUTF8 { bytes in
+            // Runs of bytes that need no escape are copied as they are; one pass, no per-character work.
+            var run = 0
+            var index = 0
+            while index < bytes.count {
+                let byte = bytes[index]
+                let escape: [UInt8]
+                var width = 1
+                switch byte {
+                case 0x22: escape = Array(#"\""#.utf8)
+                case 0x5C: escape = Array(#"\\"#.utf8)
+                case 0x0A: escape = Array(#"\n"#.utf8)
+                case 0x0D: escape = Array(#"\r"#.utf8)
+                case 0x09: escape = Array(#"\t"#.utf8)
+                case 0x08: escape = Array(#"\b"#.utf8)
+                case 0x0C: escape = Array(#"\f"#.utf8)
+                case 0x00..<0x20, 0x7F: escape = unicodeEscape(UInt32(byte))
+                case 0xE2 where index + 2 < bytes.count && bytes[index + 1] == 0x80 && (bytes[index + 2] == 0xA8 || bytes[index + 2] == 0xA9):
+                    escape = unicodeEscape(bytes[index + 2] == 0xA8 ? 0x2028 : 0x2029)  // U+2028, U+2029
+                    width = 3
+                default:
+                    index += 1
+                    continue
                 }
-            default:
-                out.append(contentsOf: String(scalar).utf8)
+                out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[run..<index]))
+                out.append(contentsOf: escape)
+                index += width
+                run = index
             }
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[run..<bytes.count]))
         }
         out.append(UInt8(ascii: "\""))
+    }
+
+    private static func unicodeEscape(_ value: UInt32) -> [UInt8] {
+        let hex = Array("0123456789abcdef".utf8)
+        return Array(#"\u"#.utf8) + stride(from: 12, through: 0, by: -4).map { hex[Int((value >> UInt32($0)) & 0xF)] }
     }
 
     public static func == (lhs: JSONValue, rhs: JSONValue) -> Bool { lhs.encoded() == rhs.encoded() }

@@ -144,109 +144,90 @@ public final class Connection {
         }
     }
 
-    /// Runs `statement` once for each parameter list in one pipeline: one write, one round trip, one
-    /// implicit transaction. Every item gets its own rows or its own error: a statement that fails aborts the
-    /// ones queued after it, which run again in the next pipeline (so a batch of n takes at most n round trips
-    /// however its statements fail). Throws only what every item would meet alike (the connection lost, a
+    /// Runs `statement` once for each parameter list in one pipeline: sent together, one round trip, each
+    /// statement followed by its own Sync, so each runs in its own implicit transaction exactly as `execute`
+    /// would run it (no lock is held from one to the next, and one failing fails only itself). Every item gets
+    /// its own rows or its own error. Throws only what every item would meet alike (the connection lost, a
     /// pipeline libpq and we disagree on): the caller may run the whole batch again. Behind a transaction
-    /// pooler the timeouts lead the pipeline (SET LOCAL for its transaction) and the statement runs unnamed.
+    /// pooler each statement runs unnamed, after the timeouts for its transaction (SET LOCAL).
     public func executeBatch(_ statement: Statement, _ batch: [[any SQLParameter]]) throws(StoreError) -> [Result<Rows, StoreError>] {
         var results = [Result<Rows, StoreError>?](repeating: nil, count: batch.count)
+        var texts: [[String?]] = []
+        texts.reserveCapacity(batch.count)
         var pending: [Int] = []
         for (index, params) in batch.enumerated() {
             // Parameters are checked (count, NUL) before anything is queued: half a pipeline cannot be taken back.
             do throws(StoreError) {
-                try Connection.withParameters(params) { _, _ in }
+                texts.append(try Connection.texts(params))
                 pending.append(index)
             } catch {
+                texts.append([])
                 results[index] = .failure(error)
             }
         }
         guard !pending.isEmpty else { return results.map { $0! } }
         try ensureConnected()
         if pooler == .none { try prepareIfNeeded(statement) }
-        var reprepared = false
-        while !pending.isEmpty {
-            var aborted: [Int] = []
-            var lostStatements = false
-            let outcomes = try pipeline(statement, pending.map { batch[$0] })
-            for (index, outcome) in zip(pending, outcomes) {
-                switch outcome {
-                case .done(let rows): results[index] = .success(rows)
-                case .failed(let error) where error.sqlState == "26000" && !reprepared:
-                    lostStatements = true  // DISCARD ALL or a pooler: nothing of it ran
-                    aborted.append(index)
-                case .failed(let error): results[index] = .failure(error)
-                case .aborted: aborted.append(index)
-                }
+        var outcomes = try pipeline(statement, pending.map { texts[$0] })
+        // The session lost its prepared statements (DISCARD ALL, a pooler): nothing of those ran; prepare again
+        // and run them once more.
+        let lost = pooler == .none ? pending.indices.filter { outcomes[$0].sqlStateLost } : []
+        if !lost.isEmpty {
+            prepared[statement.name] = nil
+            try prepareIfNeeded(statement)
+            for (position, outcome) in zip(lost, try pipeline(statement, lost.map { texts[pending[$0]] })) {
+                outcomes[position] = outcome
             }
-            if lostStatements {
-                reprepared = true
-                prepared[statement.name] = nil
-                try prepareIfNeeded(statement)
-            }
-            pending = aborted
         }
+        for (index, outcome) in zip(pending, outcomes) { results[index] = outcome }
         return results.map { $0! }
     }
 
-    private enum Outcome {
-        case done(Rows)
-        case failed(StoreError)
-        /// Skipped by the server after an earlier statement of the same pipeline failed.
-        case aborted
-    }
-
-    /// Sends the statements and a Sync in one write and reads every result.
-    private func pipeline(_ statement: Statement, _ batch: [[any SQLParameter]]) throws(StoreError) -> [Outcome] {
+    /// Sends each statement (behind a pooler, after its timeouts) with a Sync of its own, then reads every result.
+    private func pipeline(_ statement: Statement, _ batch: [[String?]]) throws(StoreError) -> [Result<Rows, StoreError>] {
         guard PQenterPipelineMode(pg) == 1 else { throw pipelineBroken() }
         var sent = true
-        if pooler == .transaction {
-            sent = PQsendQueryParams(pg, Connection.localTimeouts, 0, nil, nil, nil, nil, 0) == 1
-        }
-        for params in batch where sent {
-            sent = (try? Connection.withParameters(params) { count, values in
+        for texts in batch where sent {
+            if pooler == .transaction {
+                sent = PQsendQueryParams(pg, Connection.localTimeouts, 0, nil, nil, nil, nil, 0) == 1
+            }
+            sent = sent && Connection.withTexts(texts) { count, values in
                 pooler == .none
                     ? PQsendQueryPrepared(pg, statement.name, count, values, nil, nil, 0) == 1
                     : PQsendQueryParams(pg, statement.sql, count, nil, values, nil, nil, 0) == 1
-            }) ?? false
+            } && PQpipelineSync(pg) == 1
         }
         // A half-sent pipeline leaves libpq's queue in a state no later call can use: start afresh next call.
-        guard sent, PQpipelineSync(pg) == 1 else { throw pipelineBroken() }
-        var outcomes: [Outcome] = []
+        guard sent else { throw pipelineBroken() }
+        var outcomes: [Result<Rows, StoreError>] = []
         outcomes.reserveCapacity(batch.count)
-        let leading = pooler == .transaction ? 1 : 0
-        var leadFailed: StoreError?
-        for position in 0..<(leading + batch.count) {
-            guard let pointer = PQgetResult(pg) else { throw pipelineBroken() }
-            let result = QueryResult(pointer)
-            let status = PQresultStatus(result.pointer)
-            let outcome: Outcome
-            if status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK || status == PGRES_EMPTY_QUERY {
-                outcome = .done(result.rows())
-            } else if status == PGRES_PIPELINE_ABORTED {
-                outcome = leadFailed.map { .failed($0) } ?? .aborted
-            } else {
-                let error = failure(result.pointer)
-                if needsReset { throw error }  // the session is gone (or unusable): nothing more will come
-                outcome = .failed(error)
+        let statements = pooler == .transaction ? 2 : 1
+        for _ in batch {
+            var outcome: Result<Rows, StoreError>?
+            for position in 0..<statements {
+                guard let pointer = PQgetResult(pg) else { throw pipelineBroken() }
+                let result = QueryResult(pointer)
+                let status = PQresultStatus(result.pointer)
+                if status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK || status == PGRES_EMPTY_QUERY {
+                    if position == statements - 1 { outcome = .success(result.rows()) }
+                } else if status != PGRES_PIPELINE_ABORTED {  // aborted: skipped after the timeouts' error, kept
+                    let error = failure(result.pointer)
+                    if needsReset { throw error }  // the session is gone (or unusable): nothing more will come
+                    outcome = outcome ?? .failure(error)
+                }
+                // Each statement's results end with a NULL; anything else means libpq and we disagree.
+                if let extra = PQgetResult(pg) {
+                    PQclear(extra)
+                    throw pipelineBroken()
+                }
             }
-            if position < leading {
-                // The timeouts failed: every statement after them is aborted and gets that error.
-                if case .failed(let error) = outcome { leadFailed = error }
-            } else {
-                outcomes.append(outcome)
-            }
-            // Each statement's results end with a NULL; anything else means libpq and we disagree.
-            if let extra = PQgetResult(pg) {
-                PQclear(extra)
-                throw pipelineBroken()
-            }
+            guard let sync = PQgetResult(pg) else { throw pipelineBroken() }
+            let synced = PQresultStatus(sync) == PGRES_PIPELINE_SYNC
+            PQclear(sync)
+            guard synced, let outcome else { throw pipelineBroken() }
+            outcomes.append(outcome)
         }
-        guard let sync = PQgetResult(pg) else { throw pipelineBroken() }
-        let synced = PQresultStatus(sync) == PGRES_PIPELINE_SYNC
-        PQclear(sync)
-        guard synced, PQexitPipelineMode(pg) == 1 else { throw pipelineBroken() }
+        guard PQexitPipelineMode(pg) == 1 else { throw pipelineBroken() }
         return outcomes
     }
 
@@ -427,23 +408,36 @@ public final class Connection {
     private static func withParameters<R>(
         _ params: [any SQLParameter], _ body: (Int32, UnsafePointer<UnsafePointer<CChar>?>?) -> R
     ) throws(StoreError) -> R {
-        // The protocol's limit; refused here, before anything is sent (in a pipeline, half of it would be).
+        withTexts(try texts(params), body)
+    }
+
+    /// The parameters' text, checked: the protocol's limit on their number, and no NUL (libpq reads text
+    /// parameters up to the first NUL; refused rather than silently truncated). Refused here, before anything
+    /// is sent (in a pipeline, half of it would be).
+    private static func texts(_ params: [any SQLParameter]) throws(StoreError) -> [String?] {
         guard params.count <= 65_535 else { throw StoreError(.invalidParameter, "more than 65535 parameters") }
+        let texts = params.map(\.sqlText)
+        for text in texts where text?.utf8.contains(0) == true {
+            throw StoreError(.invalidParameter, "a parameter contains a NUL character")
+        }
+        return texts
+    }
+
+    private static func withTexts<R>(_ texts: [String?], _ body: (Int32, UnsafePointer<UnsafePointer<CChar>?>?) -> R) -> R {
         var buffer: [CChar] = [0]
+        buffer.reserveCapacity(texts.reduce(1) { $0 + ($1?.utf8.count ?? 0) + 1 })
         var offsets: [Int?] = []
-        offsets.reserveCapacity(params.count)
-        for value in params {
-            guard let param = value.sqlText else { offsets.append(nil); continue }
-            // libpq reads text parameters up to the first NUL; refuse rather than silently truncate.
-            if param.utf8.contains(0) { throw StoreError(.invalidParameter, "a parameter contains a NUL character") }
+        offsets.reserveCapacity(texts.count)
+        for text in texts {
+            guard let text else { offsets.append(nil); continue }
             offsets.append(buffer.count)
-            buffer.append(contentsOf: param.utf8.map { CChar(bitPattern: $0) })
+            buffer.append(contentsOf: text.utf8.map { CChar(bitPattern: $0) })
             buffer.append(0)
         }
         return buffer.withUnsafeBufferPointer { chars in
             let base = chars.baseAddress!
             let pointers: [UnsafePointer<CChar>?] = offsets.map { $0.map { base + $0 } }
-            return pointers.withUnsafeBufferPointer { body(Int32(params.count), $0.baseAddress) }
+            return pointers.withUnsafeBufferPointer { body(Int32(texts.count), $0.baseAddress) }
         }
     }
 
@@ -497,5 +491,13 @@ struct QueryResult: ~Copyable {
         let affected = Int(String(cString: PQcmdTuples(pointer))) ?? 0
         let tag = String(cString: PQcmdStatus(pointer))
         return Rows(columns: columns, count: rowCount, affectedRows: affected, commandTag: tag, values: values)
+    }
+}
+
+extension Result where Success == Rows, Failure == StoreError {
+    /// The statement was not found on the server session (it lost its prepared statements): nothing ran.
+    fileprivate var sqlStateLost: Bool {
+        if case .failure(let error) = self { return error.sqlState == "26000" }
+        return false
     }
 }

@@ -132,6 +132,69 @@ private final class Shared: Sendable {
         #expect(running.server.statistics.invalidResponses == 1)
     }
 
+    /// A batch only lends the baton: while its handler is stuck (on a database lock, say), the timer wakes a
+    /// waiting worker to read in its place, so a sign-in that arrives meanwhile is answered at once by its lane.
+    @Test func aBatchStuckInItsHandlerDoesNotStopTheReading() throws {
+        let dir = try TempDir()
+        let shared = Shared()
+        let server = try Server(listen: .unix(dir.file("s")),
+                                lanes: [Lane(name: "default", workers: 1), Lane(name: "checks", workers: 1, batch: 8)],
+                                limits: Limits(maxBodyBytes: 64))
+        let running = RunningServer(server, classify: { $0.path.hasPrefix("/check") ? 1 : 0 },
+                                    overloaded: Response(status: 503, contentType: "text/plain", body: "busy"),
+                                    handlers: [{ Response(status: 200, contentType: "text/plain", body: "default \($0.path)") },
+                                               { request in
+                                                   shared.entered.signal()
+                                                   _ = shared.release.wait(for: 1, seconds: 30)
+                                                   return Response(status: 200, contentType: "text/plain", body: "checks \(request.path)")
+                                               }])
+        defer { running.stop() }
+        let stuck = try Raw(unixPath: dir.file("s"))
+        try stuck.send(params: ["DOCUMENT_URI": "/check/stuck"], keep: true)
+        try #require(shared.entered.wait(for: 1))
+        let signIn = try Raw(unixPath: dir.file("s"))
+        try signIn.send(params: ["DOCUMENT_URI": "/tokensignin"], keep: true)
+        #expect(try signIn.readResponse(seconds: 3).body == Array("default /tokensignin".utf8))
+        #expect(shared.release.count == 0, "answered while the batch is still stuck")
+        shared.release.signal()
+        #expect(try stuck.readResponse().body == Array("checks /check/stuck".utf8))
+    }
+
+    /// Requests of other lanes that a batching worker reads while it gathers its batch are handed to other
+    /// workers (one each), never run after the batch on the worker that gathered: four sign-ins written
+    /// together with a check all run at once on four workers. (How many of them the gather finds depends on
+    /// the timing; here usually one per round, which takes the hand-off path.)
+    @Test func requestsOfOtherLanesReadWhileGatheringRunOnOtherWorkers() throws {
+        let dir = try TempDir()
+        let server = try Server(listen: .unix(dir.file("s")),
+                                lanes: [Lane(name: "default", workers: 4), Lane(name: "checks", workers: 1, batch: 8)],
+                                limits: Limits(maxBodyBytes: 64))
+        let inFlight = Mutex<(now: Int, most: Int)>((0, 0))
+        let running = RunningServer(server, classify: { $0.path.hasPrefix("/check") ? 1 : 0 },
+                                    overloaded: Response(status: 503, contentType: "text/plain", body: "busy"),
+                                    handlers: [{ request in
+                                                   inFlight.withLock { $0.now += 1; $0.most = max($0.most, $0.now) }
+                                                   Thread.sleep(forTimeInterval: 0.3)
+                                                   inFlight.withLock { $0.now -= 1 }
+                                                   return Response(status: 200, contentType: "text/plain", body: "default \(request.path)")
+                                               },
+                                               { Response(status: 200, contentType: "text/plain", body: "checks \($0.path)") }])
+        defer { running.stop() }
+        for round in 0..<6 {
+            inFlight.withLock { $0 = (0, 0) }
+            let connections = try (0..<5).map { _ in try Raw(unixPath: dir.file("s")) }
+            // The sign-ins, then the check, as fast as the sockets take them: the worker that reads the check
+            // usually finds some of the sign-ins' events waiting when it gathers its batch.
+            for index in 1..<5 { try connections[index].send(params: ["DOCUMENT_URI": "/signin\(index)"], keep: true) }
+            try connections[0].send(params: ["DOCUMENT_URI": "/check"], keep: true)
+            #expect(try connections[0].readResponse().body == Array("checks /check".utf8))
+            for index in 1..<5 {
+                #expect(try connections[index].readResponse().body == Array("default /signin\(index)".utf8))
+            }
+            #expect(inFlight.withLock { $0.most } == 4, "round \(round): the sign-ins did not all run at once")
+        }
+    }
+
     @Test(arguments: [0, 1025])
     func aBatchOutsideItsRangeIsRefused(batch: Int) {
         #expect(throws: FastCGIError(.badConfiguration)) {

@@ -742,8 +742,9 @@ extension Response {
         ]
         let logged = h.log.count
         let together = h.app.handle(batch: requests)
-        // Seven well-formed tokens presented to the check route (any method): one lookup for them all.
-        #expect(h.store.liveSessionBatches == [7])
+        // Seven well-formed tokens presented to the check route (any method), five sessions: one lookup for them
+        // all, one call per session.
+        #expect(h.store.liveSessionBatches == [5])
         let batchLog = h.log.count - logged
         let alone = requests.map { h.app.handle($0) }
         #expect(together.count == requests.count)

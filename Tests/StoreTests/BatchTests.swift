@@ -10,15 +10,28 @@ import TestSupport
     }
 
     @Test(arguments: Pooler.allCases)
-    func everyItemGetsItsOwnRowsFromOneTransaction(pooler: Pooler) throws {
+    func everyItemGetsItsOwnRowsInATransactionOfItsOwn(pooler: Pooler) throws {
         let connection = try Connection(conninfo: "", pooler: pooler)
         let statement = Statement(name: "batch_double", sql: "SELECT ($1::int * 2)::text, txid_current()::text")
         let results = try connection.executeBatch(statement, (1...6).map { [String($0)] })
         #expect(Self.values(results) == ["2", "4", "6", "8", "10", "12"])
-        // One pipeline, one Sync: the items ran in one implicit transaction, so in one round trip.
-        let transactions = Set(results.map { try? $0.get()[0, 1] })
-        #expect(transactions.count == 1 && transactions.first! != nil)
+        // A Sync after each statement: each ran in a transaction of its own, as `execute` runs it.
+        let transactions = Set(results.compactMap { try? $0.get()[0, 1] })
+        #expect(transactions.count == 6)
         #expect(try connection.query("SELECT 1")[0, 0] == "1")  // out of pipeline mode again
+    }
+
+    /// A failing item rolls back nothing of the others: what they wrote stays written.
+    @Test(arguments: Pooler.allCases)
+    func aFailingItemLeavesTheOthersWritesCommitted(pooler: Pooler) throws {
+        let connection = try Connection(conninfo: "", pooler: pooler)
+        let table = "batch_writes_\(pooler.rawValue)"
+        try connection.run(script: "DROP TABLE IF EXISTS \(table); CREATE TABLE \(table) (n int)")
+        defer { try? connection.run(script: "DROP TABLE \(table)") }
+        let statement = Statement(name: "batch_insert_\(pooler.rawValue)", sql: "INSERT INTO \(table) VALUES (12 / $1::int) RETURNING n::text")
+        let results = try connection.executeBatch(statement, ["1", "0", "4"].map { [$0] })
+        #expect(Self.values(results) == ["12", nil, "3"])
+        #expect(try connection.query("SELECT string_agg(n::text, ',' ORDER BY n) FROM \(table)")[0, 0] == "3,12")
     }
 
     @Test(arguments: Pooler.allCases)
