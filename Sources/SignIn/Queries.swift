@@ -80,7 +80,10 @@ enum Queries {
         """)
 
     /// The auth_request check: the session's user if the session is live. $1 token_hash (hex), $2 idle
-    /// timeout (interval). Refreshes last_seen_at at most once a minute. No row: no valid session (unknown,
+    /// timeout (interval). Refreshes last_seen_at at most once a minute, and never waits for it: a row another
+    /// transaction has locked (a sign-out, a DBA) is answered from what is committed and refreshed at a later
+    /// check, so a check never waits on a lock (and a batch of them, one transaction, never deadlocks). No
+    /// row: no valid session (unknown,
     /// revoked, expired, idle too long, or user disabled). Columns: session_id, user_id, google_sub, email,
     /// email_verified, expires_at (epoch).
     static let checkSession = Statement(name: "check_session", sql: """
@@ -93,10 +96,12 @@ enum Queries {
                AND s.expires_at > now()
                AND s.last_seen_at > now() - $2::interval
                AND u.disabled_at IS NULL
+        ), due AS (
+            SELECT l.id FROM signin.sessions l JOIN s ON s.id = l.id
+             WHERE s.last_seen_at < now() - interval '60 seconds'
+               FOR UPDATE OF l SKIP LOCKED
         ), seen AS (
-            UPDATE signin.sessions t SET last_seen_at = now()
-              FROM s
-             WHERE t.id = s.id AND s.last_seen_at < now() - interval '60 seconds'
+            UPDATE signin.sessions t SET last_seen_at = now() FROM due WHERE t.id = due.id
         )
         SELECT s.id, s.user_id, s.google_sub, s.email, s.email_verified, extract(epoch FROM s.expires_at)::bigint
           FROM s

@@ -144,12 +144,15 @@ public final class Connection {
         }
     }
 
-    /// Runs `statement` once for each parameter list in one pipeline: sent together, one round trip, each
-    /// statement followed by its own Sync, so each runs in its own implicit transaction exactly as `execute`
-    /// would run it (no lock is held from one to the next, and one failing fails only itself). Every item gets
-    /// its own rows or its own error. Throws only what every item would meet alike (the connection lost, a
-    /// pipeline libpq and we disagree on): the caller may run the whole batch again. Behind a transaction
-    /// pooler each statement runs unnamed, after the timeouts for its transaction (SET LOCAL).
+    /// Runs `statement` once for each parameter list in one pipeline: every statement, then one Sync, in one
+    /// write and one round trip. The statements run in order in one implicit transaction, so they must not
+    /// wait on each other's locks (`Queries.checkSession` takes none it waits for). Every item gets its own
+    /// rows or its own error: a statement that fails aborts the ones queued after it (and rolls back what the
+    /// ones before it wrote), and the aborted ones run again in the next pipeline, so a batch of n takes at
+    /// most n round trips however its statements fail. Throws only what every item would meet alike (the
+    /// connection lost, a pipeline libpq and we disagree on): the caller may run the whole batch again. Behind
+    /// a transaction pooler the timeouts lead the pipeline (SET LOCAL for its transaction) and the statement
+    /// runs unnamed.
     public func executeBatch(_ statement: Statement, _ batch: [[any SQLParameter]]) throws(StoreError) -> [Result<Rows, StoreError>] {
         var results = [Result<Rows, StoreError>?](repeating: nil, count: batch.count)
         var texts: [[String?]] = []
@@ -168,66 +171,94 @@ public final class Connection {
         guard !pending.isEmpty else { return results.map { $0! } }
         try ensureConnected()
         if pooler == .none { try prepareIfNeeded(statement) }
-        var outcomes = try pipeline(statement, pending.map { texts[$0] })
-        // The session lost its prepared statements (DISCARD ALL, a pooler): nothing of those ran; prepare again
-        // and run them once more.
-        let lost = pooler == .none ? pending.indices.filter { outcomes[$0].sqlStateLost } : []
-        if !lost.isEmpty {
-            prepared[statement.name] = nil
-            try prepareIfNeeded(statement)
-            for (position, outcome) in zip(lost, try pipeline(statement, lost.map { texts[pending[$0]] })) {
-                outcomes[position] = outcome
+        var reprepared = false
+        while !pending.isEmpty {
+            var again: [Int] = []
+            var lostStatements = false
+            for (index, outcome) in zip(pending, try pipeline(statement, pending.map { texts[$0] })) {
+                switch outcome {
+                case .done(let rows):
+                    results[index] = .success(rows)
+                case .failed(let error) where error.sqlState == "26000" && pooler == .none && !reprepared:
+                    lostStatements = true  // DISCARD ALL or a pooler: nothing of it ran; prepared again below
+                    again.append(index)
+                case .failed(let error):
+                    results[index] = .failure(error)
+                case .aborted:
+                    again.append(index)
+                }
             }
+            if lostStatements {
+                reprepared = true
+                prepared[statement.name] = nil
+                try prepareIfNeeded(statement)
+            }
+            pending = again
         }
-        for (index, outcome) in zip(pending, outcomes) { results[index] = outcome }
         return results.map { $0! }
     }
 
-    /// Sends each statement (behind a pooler, after its timeouts) with a Sync of its own, then reads every result.
-    private func pipeline(_ statement: Statement, _ batch: [[String?]]) throws(StoreError) -> [Result<Rows, StoreError>] {
+    private enum Outcome {
+        case done(Rows)
+        case failed(StoreError)
+        /// Skipped by the server after an earlier statement of the same pipeline failed.
+        case aborted
+    }
+
+    /// Sends the statements and a Sync in one write and reads every result.
+    private func pipeline(_ statement: Statement, _ batch: [[String?]]) throws(StoreError) -> [Outcome] {
         guard PQenterPipelineMode(pg) == 1 else { throw pipelineBroken() }
         var sent = true
+        if pooler == .transaction {
+            sent = PQsendQueryParams(pg, Connection.localTimeouts, 0, nil, nil, nil, nil, 0) == 1
+        }
         for texts in batch where sent {
-            if pooler == .transaction {
-                sent = PQsendQueryParams(pg, Connection.localTimeouts, 0, nil, nil, nil, nil, 0) == 1
-            }
-            sent = sent && Connection.withTexts(texts) { count, values in
+            sent = Connection.withTexts(texts) { count, values in
                 pooler == .none
                     ? PQsendQueryPrepared(pg, statement.name, count, values, nil, nil, 0) == 1
                     : PQsendQueryParams(pg, statement.sql, count, nil, values, nil, nil, 0) == 1
-            } && PQpipelineSync(pg) == 1
+            }
         }
         // A half-sent pipeline leaves libpq's queue in a state no later call can use: start afresh next call.
-        guard sent else { throw pipelineBroken() }
-        var outcomes: [Result<Rows, StoreError>] = []
+        guard sent, PQpipelineSync(pg) == 1 else { throw pipelineBroken() }
+        var outcomes: [Outcome] = []
         outcomes.reserveCapacity(batch.count)
-        let statements = pooler == .transaction ? 2 : 1
-        for _ in batch {
-            var outcome: Result<Rows, StoreError>?
-            for position in 0..<statements {
-                guard let pointer = PQgetResult(pg) else { throw pipelineBroken() }
-                let result = QueryResult(pointer)
-                let status = PQresultStatus(result.pointer)
-                if status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK || status == PGRES_EMPTY_QUERY {
-                    if position == statements - 1 { outcome = .success(result.rows()) }
-                } else if status != PGRES_PIPELINE_ABORTED {  // aborted: skipped after the timeouts' error, kept
-                    let error = failure(result.pointer)
-                    if needsReset { throw error }  // the session is gone (or unusable): nothing more will come
-                    outcome = outcome ?? .failure(error)
-                }
-                // Each statement's results end with a NULL; anything else means libpq and we disagree.
-                if let extra = PQgetResult(pg) {
-                    PQclear(extra)
-                    throw pipelineBroken()
-                }
+        let leading = pooler == .transaction ? 1 : 0
+        var leadFailed: StoreError?
+        for position in 0..<(leading + batch.count) {
+            guard let pointer = PQgetResult(pg) else { throw pipelineBroken() }
+            let result = QueryResult(pointer)
+            let status = PQresultStatus(result.pointer)
+            let outcome: Outcome
+            if status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK || status == PGRES_EMPTY_QUERY {
+                outcome = .done(result.rows())
+            } else if status == PGRES_PIPELINE_ABORTED {
+                outcome = leadFailed.map { .failed($0) } ?? .aborted
+            } else {
+                let error = failure(result.pointer)
+                if needsReset { throw error }  // the session is gone (or unusable): nothing more will come
+                outcome = .failed(error)
             }
-            guard let sync = PQgetResult(pg) else { throw pipelineBroken() }
-            let synced = PQresultStatus(sync) == PGRES_PIPELINE_SYNC
-            PQclear(sync)
-            guard synced, let outcome else { throw pipelineBroken() }
-            outcomes.append(outcome)
+            if position < leading {
+                // The timeouts failed: every statement after them is aborted and gets that error.
+                if case .failed(let error) = outcome { leadFailed = error }
+            } else {
+                outcomes.append(outcome)
+            }
+            // Each statement's results end with a NULL; anything else means libpq and we disagree.
+            if let extra = PQgetResult(pg) {
+                PQclear(extra)
+                throw pipelineBroken()
+            }
         }
-        guard PQexitPipelineMode(pg) == 1 else { throw pipelineBroken() }
+        guard let sync = PQgetResult(pg) else { throw pipelineBroken() }
+        let synced = PQresultStatus(sync) == PGRES_PIPELINE_SYNC
+        PQclear(sync)
+        guard synced, PQexitPipelineMode(pg) == 1 else { throw pipelineBroken() }
+        // A failure before the end leaves the rest aborted: the ones done before it were rolled back too.
+        if let failed = outcomes.firstIndex(where: { if case .failed = $0 { true } else { false } }) {
+            for index in 0..<failed { if case .done = outcomes[index] { outcomes[index] = .aborted } }
+        }
         return outcomes
     }
 
@@ -491,13 +522,5 @@ struct QueryResult: ~Copyable {
         let affected = Int(String(cString: PQcmdTuples(pointer))) ?? 0
         let tag = String(cString: PQcmdStatus(pointer))
         return Rows(columns: columns, count: rowCount, affectedRows: affected, commandTag: tag, values: values)
-    }
-}
-
-extension Result where Success == Rows, Failure == StoreError {
-    /// The statement was not found on the server session (it lost its prepared statements): nothing ran.
-    fileprivate var sqlStateLost: Bool {
-        if case .failure(let error) = self { return error.sqlState == "26000" }
-        return false
     }
 }

@@ -148,6 +148,34 @@ import TestSupport
         #expect(try sql.query(lastSeen)[0, 1] == "t")  // refreshed
     }
 
+    /// A session row another transaction holds locked (a sign-out in progress, a DBA's open transaction) never
+    /// makes a check wait: it is answered from what is committed, its refresh left to a later check; alone or
+    /// in a batch (one transaction for all its checks).
+    @Test func aCheckNeverWaitsOnALockedSessionRow() throws {
+        let db = try TestDatabase.migrated("pg_locked")
+        let store = Self.store(db)
+        let (token, other) = (SessionToken.generate(), SessionToken.generate())
+        guard case .signedIn(let locked) = try store.signIn(verifiedToken(sub: "sub-l"), Self.session(token.hash)),
+              case .signedIn(let free) = try store.signIn(verifiedToken(sub: "sub-f"), Self.session(other.hash)) else {
+            Issue.record("refused")
+            return
+        }
+        let dba = try db.connect()
+        try dba.query("UPDATE signin.sessions SET last_seen_at = now() - interval '1 hour'")  // both refreshes due
+        try dba.query("BEGIN")
+        try dba.query("SELECT 1 FROM signin.sessions WHERE id = $1 FOR UPDATE", [locked.sessionID])
+        // Waiting would end in lock_timeout (2 s) and an error, not in the session.
+        #expect(try store.liveSession(token.hash)?.sessionID == locked.sessionID)
+        let batch = try store.liveSessions([token.hash, other.hash]).map { try $0.get()?.sessionID }
+        #expect(batch == [locked.sessionID, free.sessionID])
+        try dba.query("ROLLBACK")
+        let seen = "SELECT now() - last_seen_at < interval '5 s' FROM signin.sessions WHERE id = $1"
+        #expect(try dba.query(seen, [locked.sessionID])[0, 0] == "f")  // skipped while locked
+        #expect(try dba.query(seen, [free.sessionID])[0, 0] == "t")
+        #expect(try store.liveSession(token.hash) != nil)
+        #expect(try dba.query(seen, [locked.sessionID])[0, 0] == "t")  // refreshed once the lock is gone
+    }
+
     @Test func failureBeforeTheDatabaseIsAuditedWithItsReason() throws {
         let db = try TestDatabase.migrated("pg_audit")
         let store = Self.store(db)
