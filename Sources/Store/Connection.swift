@@ -308,40 +308,12 @@ public final class Connection {
     /// Sync), so the timeouts hold for this statement and end with it. A failure of either rolls both back.
     private func withLocalTimeouts(_ sql: String, _ params: [any SQLParameter]) throws(StoreError) -> Rows {
         // Parameters are checked (a NUL) before anything is queued.
-        let sent = try Connection.withParameters(params) { count, values in
-            PQenterPipelineMode(pg) == 1
-                && PQsendQueryParams(pg, Connection.localTimeouts, 0, nil, nil, nil, nil, 0) == 1
-                && PQsendQueryParams(pg, sql, count, nil, values, nil, nil, 0) == 1
-                && PQpipelineSync(pg) == 1
+        let texts = try Connection.texts(params)
+        switch try pipeline(Statement(name: "", sql: sql), [texts])[0] {
+        case .done(let rows): return rows
+        case .failed(let error): throw error
+        case .aborted: throw StoreError(.unexpectedResult, "the statement was not run")
         }
-        // A half-sent pipeline leaves libpq's queue in a state no later call can use: start afresh next call.
-        guard sent else { throw pipelineBroken() }
-        var rows: Rows?
-        var firstError: StoreError?
-        for statement in 0..<2 {
-            guard let pointer = PQgetResult(pg) else { throw pipelineBroken() }
-            let result = QueryResult(pointer)
-            let status = PQresultStatus(result.pointer)
-            if status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK || status == PGRES_EMPTY_QUERY {
-                if statement == 1 { rows = result.rows() }
-            } else if status != PGRES_PIPELINE_ABORTED {  // aborted: skipped after the error already kept
-                let error = failure(result.pointer)
-                if needsReset { throw error }  // the session is gone (or unusable): nothing more will come
-                firstError = firstError ?? error
-            }
-            // Each statement's results end with a NULL; anything else means libpq and we disagree.
-            if let extra = PQgetResult(pg) {
-                PQclear(extra)
-                throw pipelineBroken()
-            }
-        }
-        guard let sync = PQgetResult(pg) else { throw pipelineBroken() }
-        let synced = PQresultStatus(sync) == PGRES_PIPELINE_SYNC
-        PQclear(sync)
-        guard synced, PQexitPipelineMode(pg) == 1 else { throw pipelineBroken() }
-        if let firstError { throw firstError }
-        guard let rows else { throw StoreError(.unexpectedResult, "the statement returned no result") }
-        return rows
     }
 
     /// The error for a pipeline that did not go as libpq promises; the next call starts a new session.
