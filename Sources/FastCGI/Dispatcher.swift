@@ -177,7 +177,8 @@ final class Dispatcher: Sendable {
     }
 
     /// How long a batch may hold the lent baton before the timer wakes a waiting worker to read instead (the
-    /// timer looks every 20-100 ms, so that is the delay new requests see behind a stuck batch).
+    /// timer ticks every `busyTick` ms while a baton is lent, so new requests wait about 10 ms at most behind
+    /// a stuck batch).
     static let lentBatonRescue: UInt64 = 5_000_000
 
     /// What an event gives this worker: connections to read, requests to run (nil: the server is done).
@@ -280,7 +281,8 @@ final class Dispatcher: Sendable {
     /// Adds to a batch (its first job holds one of the lane's slots) the lane's waiting jobs, then the requests
     /// already complete on connections whose events are waiting, taken without sleeping. Other lanes'
     /// requests read on the way are admitted to their lanes as usual and handed off to the other workers
-    /// (`handOff`), never run after the batch on this one. True when it handed some off.
+    /// (`handOff`), never run after the batch on this one. True when it handed some off or saw hand-back work
+    /// waiting: the caller then wakes a worker for it rather than only lending the baton.
     private func gather(_ jobs: inout [Job], scratch: inout [UInt8], ready: inout [epoll_event]) -> Bool {
         let lane = jobs[0].lane
         let limit = gates[lane].lane.batch
@@ -289,7 +291,15 @@ final class Dispatcher: Sendable {
         let count = epoll_wait(epoll.raw, &ready, Int32(min(limit - jobs.count, ready.count)), 0)
         guard count > 0 else { return false }
         var others: [Work] = []
+        var handedBack = false
         for index in 0..<Int(count) {
+            if ready[index].data.u64 == Self.handBackTag {
+                // Work handed back is another worker's to take (re-armed: the event stays raised), never
+                // handed off again behind newer work.
+                _ = Self.control(epoll.raw, EPOLL_CTL_MOD, handBack.raw, tag: Self.handBackTag, oneShot: true)
+                handedBack = true
+                continue
+            }
             // The exit event comes only once no connection is open, so never while this worker holds some.
             guard let items = received(ready[index].data.u64) else { continue }
             for item in items {
@@ -304,7 +314,7 @@ final class Dispatcher: Sendable {
                 if job.lane == riding { jobs.append(job) } else { others.append(.run(job)) }
             }
         }
-        guard !others.isEmpty else { return false }
+        guard !others.isEmpty else { return handedBack }
         handOff(others)
         return true
     }
@@ -589,7 +599,9 @@ final class Dispatcher: Sendable {
             // timer sees the lend or the lender sees the nap (and pokes).
             timerNapping.store(true, ordering: .sequentiallyConsistent)
             let lendsNow = lends.load(ordering: .sequentiallyConsistent)
-            if lendsNow != lastLends {
+            // A baton still lent keeps the short tick until it is taken back or rescued (a poke may have cut
+            // the last wait short, before the lend was old enough to rescue).
+            if lendsNow != lastLends || baton.isLent {
                 timerNapping.store(false, ordering: .sequentiallyConsistent)
                 milliseconds = Self.busyTick
             }

@@ -98,8 +98,8 @@ enum Queries {
                AND u.disabled_at IS NULL
         ), due AS (
             SELECT l.id FROM signin.sessions l JOIN s ON s.id = l.id
-             WHERE s.last_seen_at < now() - interval '60 seconds'
-               FOR UPDATE OF l SKIP LOCKED
+             WHERE s.last_seen_at < now() - interval '60 seconds' AND l.last_seen_at < now() - interval '60 seconds'
+               FOR NO KEY UPDATE OF l SKIP LOCKED
         ), seen AS (
             UPDATE signin.sessions t SET last_seen_at = now() FROM due WHERE t.id = due.id
         )

@@ -149,8 +149,11 @@ public final class Connection {
     /// wait on each other's locks (`Queries.checkSession` takes none it waits for). Every item gets its own
     /// rows or its own error: a statement that fails aborts the ones queued after it (and rolls back what the
     /// ones before it wrote), and the aborted ones run again in the next pipeline, so a batch of n takes at
-    /// most n round trips however its statements fail. Throws only what every item would meet alike (the
-    /// connection lost, a pipeline libpq and we disagree on): the caller may run the whole batch again. Behind
+    /// most n + 1 round trips however its statements fail; a failure that is no item's own (a timeout, a lock
+    /// not granted, a lost race: `isRetryable`) is given to every item still pending at once. Throws only what
+    /// every item would meet alike (the connection lost, a pipeline libpq and we disagree on): the caller may
+    /// run the whole batch again, so only batch statements that may run twice (items of an earlier round may
+    /// have committed). Behind
     /// a transaction pooler the timeouts lead the pipeline (SET LOCAL for its transaction) and the statement
     /// runs unnamed.
     public func executeBatch(_ statement: Statement, _ batch: [[any SQLParameter]]) throws(StoreError) -> [Result<Rows, StoreError>] {
@@ -175,6 +178,7 @@ public final class Connection {
         while !pending.isEmpty {
             var again: [Int] = []
             var lostStatements = false
+            var outage: StoreError?
             for (index, outcome) in zip(pending, try pipeline(statement, pending.map { texts[$0] })) {
                 switch outcome {
                 case .done(let rows):
@@ -184,9 +188,17 @@ public final class Connection {
                     again.append(index)
                 case .failed(let error):
                     results[index] = .failure(error)
+                    if error.isRetryable { outage = outage ?? error }
                 case .aborted:
                     again.append(index)
                 }
+            }
+            if let outage {
+                // A timeout, a lock not granted, a lost race: not this item's own fault, and what the others
+                // would meet too. They get it now (a 503 each) instead of one round trip, and one timeout, each.
+                for index in again { results[index] = .failure(outage) }
+                again = []
+                lostStatements = false
             }
             if lostStatements {
                 reprepared = true

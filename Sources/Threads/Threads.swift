@@ -191,6 +191,13 @@ package final class Baton: @unchecked Sendable {
         return true
     }
 
+    /// Lent and not taken (nor rescued) since.
+    package var isLent: Bool {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        return !held && lentAt != nil
+    }
+
     /// Wakes a waiter when the baton has been lent since before `cutoff` and nobody has taken it.
     package func rescue(lentBefore cutoff: UInt64) {
         pthread_mutex_lock(mutex)

@@ -759,6 +759,17 @@ extension Response {
         #expect(batchLog == h.log.count - logged - batchLog && batchLog == 5)
     }
 
+    /// A page's subrequests with one cookie: one store call for all of them, each answered.
+    @Test func checksOfOneSessionArrivingTogetherAreOneLookup() throws {
+        let h = try RouteHarness()
+        let token = try h.session()
+        let requests = (0..<6).map { _ in RouteHarness.make("GET", "/auth/session", headers: ["Cookie": "__Host-tokensignin=\(token)"]) }
+        let answers = h.app.handle(batch: requests)
+        #expect(answers.map(\.status) == Array(repeating: 200, count: 6))
+        #expect(answers.allSatisfy { $0.header("X-User-Sub") == "ada" })
+        #expect(h.store.liveSessionBatches == [1])
+    }
+
     @Test func aBatchWithOneCheckLooksItUpAlone() throws {
         let h = try RouteHarness()
         let token = try h.session()

@@ -52,6 +52,32 @@ import TestSupport
         #expect(try connection.query("SELECT 1")[0, 0] == "1")
     }
 
+    /// A failure that is no item's own (here a lock not granted, 55P03) is what the other items would meet too:
+    /// every item still pending gets it at once instead of a round trip (and a lock timeout) each.
+    @Test(arguments: Pooler.allCases)
+    func anOutageFailsEveryPendingItemAtOnce(pooler: Pooler) throws {
+        let connection = try Connection(conninfo: "", pooler: pooler)
+        let function = "batch_refuse_\(pooler.rawValue)"
+        try connection.run(script: """
+            CREATE OR REPLACE FUNCTION \(function)(value text) RETURNS text LANGUAGE plpgsql AS $$
+            BEGIN
+                IF value = 'locked' THEN RAISE EXCEPTION 'not granted' USING ERRCODE = '55P03'; END IF;
+                RETURN value;
+            END $$
+            """)
+        defer { try? connection.run(script: "DROP FUNCTION \(function)(text)") }
+        let statement = Statement(name: "batch_refuse_\(pooler.rawValue)", sql: "SELECT \(function)($1::text)")
+        let results = try connection.executeBatch(statement, [["a"], ["locked"], ["b"], ["c"]])
+        for result in results {
+            guard case .failure(let error) = result else {
+                Issue.record("expected lock_not_available, got \(result)")
+                continue
+            }
+            #expect(error.sqlState == "55P03" && error.isRetryable)
+        }
+        #expect(Self.values(try connection.executeBatch(statement, [["a"], ["b"]])) == ["a", "b"])
+    }
+
     @Test(arguments: Pooler.allCases)
     func aParameterWithNulFailsItsItemOnly(pooler: Pooler) throws {
         let connection = try Connection(conninfo: "", pooler: pooler)
