@@ -178,35 +178,31 @@ final class PostgresStore: SessionStore, SecurityEventStore {
     /// A sign-in retried after a lost commit fails on the unique token hash instead of opening two sessions.
     @discardableResult
     private func run(_ statement: Statement, _ params: [any SQLParameter]) throws(StoreError) -> Rows {
-        do {
-            return try database().execute(statement, params)
-        } catch where error.code == .connectionLost {
-            log.warning("database_reconnect", ["operation": statement.name, "sqlstate": error.sqlState])
-            metrics?.reconnect()
-            return try database().execute(statement, params)
-        }
+        try onceMore(statement.name) { (connection) throws(StoreError) -> Rows in try connection.execute(statement, params) }
     }
 
     /// `run` for a batch (`Connection.executeBatch`): a lost connection is re-established and the batch run once more.
     private func runBatch(_ statement: Statement, _ batch: [[any SQLParameter]]) throws(StoreError) -> [Result<Rows, StoreError>] {
-        do {
-            return try database().executeBatch(statement, batch)
-        } catch where error.code == .connectionLost {
-            log.warning("database_reconnect", ["operation": statement.name, "sqlstate": error.sqlState])
-            metrics?.reconnect()
-            return try database().executeBatch(statement, batch)
+        try onceMore(statement.name) { (connection) throws(StoreError) -> [Result<Rows, StoreError>] in
+            try connection.executeBatch(statement, batch)
         }
     }
 
     /// Runs `body` in one transaction (rolled back when it throws); a connection lost before the commit is
     /// re-established and the whole transaction run once more.
     private func inTransaction<T>(_ body: (Connection) throws(StoreError) -> T) throws(StoreError) -> T {
+        try onceMore("transaction") { (connection) throws(StoreError) -> T in try connection.transaction(body) }
+    }
+
+    /// Runs `call` on this worker's connection; when it finds the connection lost, logs it, re-establishes it
+    /// and runs `call` once more.
+    private func onceMore<T>(_ operation: String, _ call: (Connection) throws(StoreError) -> T) throws(StoreError) -> T {
         do {
-            return try database().transaction(body)
+            return try call(database())
         } catch where error.code == .connectionLost {
-            log.warning("database_reconnect", ["operation": "transaction", "sqlstate": error.sqlState])
+            log.warning("database_reconnect", ["operation": operation, "sqlstate": error.sqlState])
             metrics?.reconnect()
-            return try database().transaction(body)
+            return try call(database())
         }
     }
 
