@@ -168,11 +168,17 @@ final class Dispatcher: Sendable {
                 return
             }
             guard count == 1 else { continue }
-            guard let items = received(events[0].data.u64) else {
+            let item: Work?
+            switch events[0].data.u64 {
+            case Self.exitTag:
                 baton.pass()  // the next worker sees the exit event too, and so on
                 return
+            case Self.handBackTag:
+                item = takeHandedBack()
+            case let tag:
+                item = connection(forEvent: tag).map { .drive($0) }
             }
-            for item in items { serve(item, handler: handler, scratch: &scratch, ready: &ready, leading: &leading) }
+            if let item { serve(item, handler: handler, scratch: &scratch, ready: &ready, leading: &leading) }
         }
     }
 
@@ -181,36 +187,37 @@ final class Dispatcher: Sendable {
     /// a stuck batch).
     static let lentBatonRescue: UInt64 = 5_000_000
 
-    /// What an event gives this worker: connections to read, requests to run (nil: the server is done).
-    private func received(_ tag: UInt64) -> [Work]? {
-        switch tag {
-        case Self.exitTag:
-            return nil
-        case Self.listenerTag:
-            return acceptOne().map { [.drive($0)] } ?? []
-        case Self.handBackTag:
-            // One item per event: each handed-off request or connection goes to a worker of its own (the
-            // event is raised again for the rest), so none waits behind another on one thread.
-            var value: UInt64 = 0
-            _ = Glibc.read(handBack.raw, &value, 8)
-            let (item, more) = returned.withLock { list -> (Work?, Bool) in
-                guard !list.isEmpty else { return (nil, false) }
-                return (list.removeFirst(), !list.isEmpty)
-            }
-            _ = Self.control(epoll.raw, EPOLL_CTL_MOD, handBack.raw, tag: Self.handBackTag, oneShot: true)
-            if more {
-                var one: UInt64 = 1
-                _ = Glibc.write(handBack.raw, &one, 8)
-            }
-            guard let item else { return [] }
-            if case .drive(let connection) = item { connection.turnItems = 0 }
-            return [item]
-        case let tag:
-            guard let pointer = UnsafeRawPointer(bitPattern: UInt(tag)) else { return [] }
-            let connection = Unmanaged<Connection>.fromOpaque(pointer).takeUnretainedValue()
-            connection.turnItems = 0
-            return [.drive(connection)]
+    /// The connection a listener or connection event gives this worker (the listener's: one just accepted).
+    private func connection(forEvent tag: UInt64) -> Connection? {
+        if tag == Self.listenerTag { return acceptOne() }
+        guard let pointer = UnsafeRawPointer(bitPattern: UInt(tag)) else { return nil }
+        let connection = Unmanaged<Connection>.fromOpaque(pointer).takeUnretainedValue()
+        connection.turnItems = 0
+        return connection
+    }
+
+    /// One item of the hand-back list per event: each handed-off request or connection goes to a worker of its
+    /// own (the event is raised again for the rest), so none waits behind another on one thread.
+    private func takeHandedBack() -> Work? {
+        var value: UInt64 = 0
+        _ = Glibc.read(handBack.raw, &value, 8)
+        let (item, more) = returned.withLock { list -> (Work?, Bool) in
+            guard !list.isEmpty else { return (nil, false) }
+            return (list.removeFirst(), !list.isEmpty)
         }
+        rearmHandBack()
+        if more { raiseHandBack() }
+        if case .drive(let connection)? = item { connection.turnItems = 0 }
+        return item
+    }
+
+    private func rearmHandBack() {
+        _ = Self.control(epoll.raw, EPOLL_CTL_MOD, handBack.raw, tag: Self.handBackTag, oneShot: true)
+    }
+
+    private func raiseHandBack() {
+        var one: UInt64 = 1
+        _ = Glibc.write(handBack.raw, &one, 8)
     }
 
     /// Everything one event leads to on this worker: reading the connection, running its request (with the
@@ -236,13 +243,8 @@ final class Dispatcher: Sendable {
                     // Lent for a batch, unless requests of other lanes were handed off on the way: then a worker
                     // must wake to run them now.
                     if gate.lane.batch > 1 && !handedOff {
-                        baton.lend(now: now)
+                        lendBaton(now: now)
                         lent = true
-                        lends.add(1, ordering: .sequentiallyConsistent)
-                        if timerNapping.load(ordering: .sequentiallyConsistent),
-                           timerNapping.exchange(false, ordering: .sequentiallyConsistent) {
-                            timer.poke()
-                        }
                     } else {
                         baton.pass()
                         leading = false
@@ -278,6 +280,16 @@ final class Dispatcher: Sendable {
         }
     }
 
+    /// Lends the baton for a batch, and wakes the timer if it naps, so a batch that holds it too long is
+    /// rescued in time (`run`).
+    private func lendBaton(now: UInt64) {
+        baton.lend(now: now)
+        lends.add(1, ordering: .sequentiallyConsistent)
+        if timerNapping.load(ordering: .sequentiallyConsistent), timerNapping.exchange(false, ordering: .sequentiallyConsistent) {
+            timer.poke()
+        }
+    }
+
     /// Adds to a batch (its first job holds one of the lane's slots) the lane's waiting jobs, then the requests
     /// already complete on connections whose events are waiting, taken without sleeping. Other lanes'
     /// requests read on the way are admitted to their lanes as usual and handed off to the other workers
@@ -293,20 +305,16 @@ final class Dispatcher: Sendable {
         var others: [Work] = []
         var handedBack = false
         for index in 0..<Int(count) {
-            if ready[index].data.u64 == Self.handBackTag {
+            switch ready[index].data.u64 {
+            case Self.handBackTag:
                 // Work handed back is another worker's to take (re-armed: the event stays raised), never
                 // handed off again behind newer work.
-                _ = Self.control(epoll.raw, EPOLL_CTL_MOD, handBack.raw, tag: Self.handBackTag, oneShot: true)
+                rearmHandBack()
                 handedBack = true
-                continue
-            }
-            // The exit event comes only once no connection is open, so never while this worker holds some.
-            guard let items = received(ready[index].data.u64) else { continue }
-            for item in items {
-                guard case .drive(let connection) = item else {
-                    others.append(item)  // a request handed off already holds its own slot: it runs on its own
-                    continue
-                }
+            case Self.exitTag:
+                continue  // comes only once no connection is open, so never while this worker holds some
+            case let tag:
+                guard let connection = connection(forEvent: tag) else { continue }
                 // A request of this lane joins without a slot of its own while there is room; any other was
                 // admitted to its lane (and holds a slot there, or waits in its queue).
                 let riding = jobs.count < limit ? lane : nil
@@ -423,8 +431,7 @@ final class Dispatcher: Sendable {
     /// Queues connections to read and requests to run for the next worker that takes the hand-back event.
     private func handOff(_ items: [Work]) {
         returned.withLock { $0.append(contentsOf: items) }
-        var one: UInt64 = 1
-        _ = Glibc.write(handBack.raw, &one, 8)
+        raiseHandBack()
     }
 
     private func laneIndex(for request: Request) -> Int {

@@ -56,13 +56,23 @@ public struct Request: Sendable {
 
     /// The CGI parameter that carries an HTTP header: upper case, `-` becomes `_`, prefixed `HTTP_`.
     public static func parameterName(forHeader name: String) -> String {
-        let upper = String(decoding: name.utf8.map { byte -> UInt8 in
-            if byte == UInt8(ascii: "-") { return UInt8(ascii: "_") }
-            if byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z") { return byte - 32 }
-            return byte
-        }, as: UTF8.self)
-        if upper == "CONTENT_TYPE" || upper == "CONTENT_LENGTH" { return upper }
-        return "HTTP_" + upper
+        // Built in one buffer: every header lookup of a request comes through here.
+        var bytes = Array("HTTP_".utf8)
+        bytes.reserveCapacity(5 + name.utf8.count)
+        for byte in name.utf8 {
+            if byte == UInt8(ascii: "-") {
+                bytes.append(UInt8(ascii: "_"))
+            } else if byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z") {
+                bytes.append(byte - 32)
+            } else {
+                bytes.append(byte)
+            }
+        }
+        let upper = bytes[5...]
+        if upper.elementsEqual("CONTENT_TYPE".utf8) || upper.elementsEqual("CONTENT_LENGTH".utf8) {
+            return String(decoding: upper, as: UTF8.self)
+        }
+        return String(decoding: bytes, as: UTF8.self)
     }
 
     private func nonEmpty(_ name: String) -> String? {

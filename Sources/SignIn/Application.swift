@@ -322,13 +322,13 @@ final class Application: Handler {
     }
 
     private func presented(_ request: Request) -> Presented? {
-        if let authorization = request.params["HTTP_AUTHORIZATION"] {
+        if let authorization = request.header("Authorization") {
             let parts = authorization.split(separator: " ", maxSplits: 1)
             if parts.first?.lowercased() == "bearer" {
                 return .bearer(parts.count == 2 ? SessionToken(presented: parts[1]) : nil)
             }
         }
-        guard let value = Cookies.value(named: configuration.cookieName, in: request.params["HTTP_COOKIE"]) else { return nil }
+        guard let value = Cookies.value(named: configuration.cookieName, in: request.header("Cookie")) else { return nil }
         return .cookie(SessionToken(presented: value))
     }
 
