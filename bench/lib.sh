@@ -283,3 +283,13 @@ side_by_side() {
     pg_cpu=$(cpu_report "0 0 0 0 0 0 0" "$pg_acc" "$pg_n")
     rounds_report=${rounds_report%$'\n'}
 }
+
+# How many calls of operation $2 shared a database round trip (the responder at $1's own counters, since its
+# last start): batched calls count once per batch.
+per_round_trip() {
+    curl -sk "$1/metrics" | awk -v op="$2" '
+        index($0, "tokensignin_database_seconds_count{operation=\"" op "\"}") == 1 { calls = $2 }
+        index($0, "tokensignin_database_batches_total{operation=\"" op "\"}") == 1 { batches = $2 }
+        index($0, "tokensignin_database_batched_calls_total{operation=\"" op "\"}") == 1 { batched = $2 }
+        END { trips = calls - batched + batches; if (trips > 0) printf "%.2f\n", calls / trips; else print "n/a" }'
+}

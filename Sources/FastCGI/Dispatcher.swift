@@ -58,6 +58,7 @@ final class Dispatcher: Sendable {
     /// Batches that lent the baton so far: while it moves, the timer ticks every `busyTick` to rescue a lent
     /// baton in time; otherwise it naps, and the first lend after a nap pokes it.
     private let lends = Atomic<Int>(0)
+    var batonLends: Int { lends.load(ordering: .relaxed) }
     private let timerNapping = Atomic<Bool>(false)
     static let busyTick = 5
     private let stopRequested = Atomic<Bool>(false)
@@ -145,8 +146,8 @@ final class Dispatcher: Sendable {
     /// A worker thread's life: take the next event, serve what it leads to, until the server is done.
     ///
     /// Only the worker holding the baton (the leader) waits in the epoll set; the others wait for the baton.
-    /// The leader passes it on (waking one) before it runs a request of a lane that does not batch, so a
-    /// sign-in never keeps the next request from being read; for a batch it only lends it (nobody is woken:
+    /// The leader passes it on (waking one) before it runs a request or a batch of a lane that is not `quick`,
+    /// so sign-ins never keep the next request from being read; for a quick lane's batch it only lends it (nobody is woken:
     /// events that arrive meanwhile wait for the batch's end and make the next batch) and takes it back if
     /// nobody took it. A batch that holds the lent baton longer than `lentBatonRescue` has the timer wake a
     /// waiting worker to read in its place.
@@ -240,9 +241,9 @@ final class Dispatcher: Sendable {
                 let now = monotonicNanoseconds()
                 var lent = false
                 if leading {
-                    // Lent for a batch, unless requests of other lanes were handed off on the way: then a worker
-                    // must wake to run them now.
-                    if gate.lane.batch > 1 && !handedOff {
+                    // Lent for a quick lane's batch, unless requests of other lanes were handed off on the way:
+                    // then a worker must wake to run them now.
+                    if gate.lane.batch > 1 && gate.lane.quick && !handedOff {
                         lendBaton(now: now)
                         lent = true
                     } else {

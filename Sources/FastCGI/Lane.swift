@@ -22,13 +22,19 @@ public struct Lane: Sendable, Equatable {
     /// `workers`: with the one it read, those already waiting in the lane's queue and those whose bytes have
     /// already arrived on other connections (taken without sleeping). 1: one at a time.
     public let batch: Int
+    /// The lane's batches are answered in well under a millisecond (session checks): the worker serving one
+    /// keeps reading to itself meanwhile (it lends the baton, waking nobody). Otherwise (sign-ins: a signature
+    /// and a heavy statement each) it wakes another worker to read before it starts, as for a single request.
+    public let quick: Bool
 
-    public init(name: String, workers: Int, queueLimit: Int = 256, maxWait: Duration = .seconds(5), batch: Int = 1) {
+    public init(name: String, workers: Int, queueLimit: Int = 256, maxWait: Duration = .seconds(5), batch: Int = 1,
+                quick: Bool = false) {
         self.name = name
         self.workers = workers
         self.queueLimit = queueLimit
         self.maxWait = maxWait
         self.batch = batch
+        self.quick = quick
     }
 }
 

@@ -90,6 +90,8 @@ public final class Server: Sendable {
 
     /// What the running (or last) server has done; zeros before `run`.
     public var statistics: Statistics { current.withLock { $0?.statistics } ?? Statistics() }
+    /// Batches that lent the baton so far (tests).
+    var batonLends: Int { current.withLock { $0?.batonLends } ?? 0 }
 
     /// Each lane's capacity, running and waiting requests, for monitoring.
     public var laneUsage: [(name: String, workers: Int, running: Int, waiting: Int)] {

@@ -57,6 +57,8 @@ final class Application: Handler {
     private let log: Log
     private let clock: @Sendable () -> Int64
     private let metrics: Metrics
+    /// Built once: `Configuration.originCheck` makes its sets anew on every call.
+    private let originCheck: OriginCheck
 
     init(service: Service, store: any SessionStore & SecurityEventStore) {
         self.service = service
@@ -68,21 +70,43 @@ final class Application: Handler {
         self.log = service.log
         self.clock = service.clock
         self.metrics = service.metrics
+        self.originCheck = service.configuration.originCheck
     }
 
     /// Answers one request; every failure goes through `Failure` and every request through `LogLine`.
     func handle(_ request: Request) -> Response {
-        handle(request, lookup: nil)
+        handle(request, prior: nil, since: ContinuousClock.now)
     }
 
-    /// Answers requests that arrived together (the checks lane's): their session checks are looked up in one
-    /// batch, one round trip to the database; each is then answered, logged and counted as `handle` does.
+    /// What `handle(batch:)` settled for a request before answering it.
+    private enum Prior {
+        /// Its session check, looked up with the batch's others.
+        case session(Result<LiveSession?, any Error>)
+        /// Its sign-in: the token verified, the session opened with the batch's others.
+        case signIn(AdmittedSignIn, Result<SignInOutcome, any Error>)
+        /// Its sign-in, refused before the database (the body, the origin, the token).
+        case refused(any Error)
+    }
+
+    /// Answers requests that arrived together (a batching lane's): their session checks are looked up in one
+    /// store call, and their sign-ins, each token verified on its own, opened in one (a round trip each for the
+    /// database); every request is then answered, logged and counted as `handle` does.
     func handle(batch requests: [Request]) -> [Response] {
+        let started = ContinuousClock.now
+        let routes = requests.map { try? Route.match($0) }
+        var priors = [Prior?](repeating: nil, count: requests.count)
+        lookUpSessions(requests, routes, into: &priors)
+        openSessions(requests, routes, into: &priors)
+        return requests.indices.map { handle(requests[$0], prior: priors[$0], since: started) }
+    }
+
+    /// The batch's session checks, two or more of them, in one store call; one lookup per session (a page's
+    /// many subrequests with one cookie arrive together).
+    private func lookUpSessions(_ requests: [Request], _ routes: [Route?], into priors: inout [Prior?]) {
         var hashes: [SessionToken.Hash] = []
         var seen: [SessionToken.Hash: Int] = [:]
-        let slots = requests.map { request -> Int? in
-            guard case .checkSession? = try? Route.match(request), let token = presented(request)?.token else { return nil }
-            // One lookup per session: a page's many subrequests with one cookie arrive together.
+        let slots = zip(requests, routes).map { request, route -> Int? in
+            guard case .checkSession? = route, let token = presented(request)?.token else { return nil }
             let hash = token.hash
             if let slot = seen[hash] { return slot }
             seen[hash] = hashes.count
@@ -90,7 +114,7 @@ final class Application: Handler {
             return hashes.count - 1
         }
         // Two or more checks: one store call, even when they all present one session.
-        guard slots.lazy.compactMap({ $0 }).count > 1 else { return requests.map { handle($0, lookup: nil) } }
+        guard slots.lazy.compactMap({ $0 }).count > 1 else { return }
         let started = ContinuousClock.now
         let lookups: [Result<LiveSession?, any Error>]
         do {
@@ -99,19 +123,47 @@ final class Application: Handler {
             lookups = Array(repeating: .failure(error), count: hashes.count)
         }
         metrics.databaseBatch(operation: "check_session", statements: hashes.count, seconds: Self.seconds(since: started))
-        return zip(requests, slots).map { request, slot in handle(request, lookup: slot.map { lookups[$0] }) }
+        for (index, slot) in slots.enumerated() { if let slot { priors[index] = .session(lookups[slot]) } }
     }
 
-    /// `lookup`: the session check's outcome when it was looked up with others (`handle(batch:)`).
-    private func handle(_ request: Request, lookup: Result<LiveSession?, any Error>?) -> Response {
+    /// The batch's sign-ins, two or more of them: each verified as `signIn` does, then those admitted opened in
+    /// one store call.
+    private func openSessions(_ requests: [Request], _ routes: [Route?], into priors: inout [Prior?]) {
+        let indices = routes.indices.filter { if case .signIn? = routes[$0] { true } else { false } }
+        guard indices.count > 1 else { return }
+        var admitted: [(index: Int, signIn: AdmittedSignIn)] = []
+        for index in indices {
+            do {
+                admitted.append((index, try admitSignIn(requests[index])))
+            } catch {
+                priors[index] = .refused(error)
+            }
+        }
+        guard !admitted.isEmpty else { return }
         let started = ContinuousClock.now
+        let outcomes: [Result<SignInOutcome, any Error>]
+        do {
+            outcomes = try store.signIns(admitted.map { ($0.signIn.token, $0.signIn.newSession) })
+        } catch {
+            outcomes = Array(repeating: .failure(error), count: admitted.count)
+        }
+        if admitted.count == 1 {
+            metrics.database(operation: "sign_in", seconds: Self.seconds(since: started))
+        } else {
+            metrics.databaseBatch(operation: "sign_in", statements: admitted.count, seconds: Self.seconds(since: started))
+        }
+        for (item, outcome) in zip(admitted, outcomes) { priors[item.index] = .signIn(item.signIn, outcome) }
+    }
+
+    /// `prior`: what `handle(batch:)` already did for it; `started`: when its handling began.
+    private func handle(_ request: Request, prior: Prior?, since started: ContinuousClock.Instant) -> Response {
         var line = LogLine()
         var route: Route?
         let response: Response
         do {
             let matched = try Route.match(request)
             route = matched
-            response = try respond(matched, request, &line, lookup: lookup)
+            response = try respond(matched, request, &line, prior: prior)
         } catch {
             let failure = route == .securityEvent ? Failure(securityEvent: error) : Failure(error)
             line.failure = failure
@@ -146,11 +198,12 @@ final class Application: Handler {
         return Double(elapsed.seconds) + Double(elapsed.attoseconds) / 1e18
     }
 
-    private func respond(_ route: Route, _ request: Request, _ line: inout LogLine,
-                         lookup: Result<LiveSession?, any Error>?) throws -> Response {
+    private func respond(_ route: Route, _ request: Request, _ line: inout LogLine, prior: Prior?) throws -> Response {
         switch route {
-        case .signIn: return try signIn(request, &line)
-        case .checkSession: return try checkSession(request, &line, lookup: lookup)
+        case .signIn: return try signIn(request, &line, prior: prior)
+        case .checkSession:
+            guard case .session(let lookup)? = prior else { return try checkSession(request, &line, lookup: nil) }
+            return try checkSession(request, &line, lookup: lookup)
         case .signOut: return try signOut(request, &line)
         case .listSessions: return try listSessions(request)
         case .revokeSession(let id): return try revokeSession(id, request, &line)
@@ -245,13 +298,38 @@ final class Application: Handler {
 
     // MARK: POST /tokensignin
 
-    private func signIn(_ request: Request, _ line: inout LogLine) throws -> Response {
+    /// A sign-in whose token is verified, with the session it is to open.
+    private struct AdmittedSignIn {
+        var isWebForm: Bool
+        var token: VerifiedToken
+        var session: SessionToken
+        var newSession: NewSession
+    }
+
+    private func signIn(_ request: Request, _ line: inout LogLine, prior: Prior?) throws -> Response {
+        let admitted: AdmittedSignIn
+        let outcome: SignInOutcome
+        switch prior {
+        case .signIn(let verified, let opened)?:
+            admitted = verified
+            outcome = try opened.get()
+        case .refused(let error)?:
+            throw error
+        default:
+            admitted = try admitSignIn(request)
+            outcome = try timed("sign_in") { try store.signIn(admitted.token, admitted.newSession) }
+        }
+        return try signedIn(admitted, outcome, &line)
+    }
+
+    /// Everything of a sign-in before the database: the body, login CSRF, the token's verification.
+    private func admitSignIn(_ request: Request) throws -> AdmittedSignIn {
         guard !request.bodyTooLarge else { throw SignInError(.bodyTooLarge) }
         let parsed = try SignInRequest.parse(contentType: request.contentType, body: request.body,
                                              cookieHeader: request.header("Cookie"))
         // Login CSRF: another site's page must not sign this browser into an attacker's account. The web
         // form is posted by Google's page (Origin https://accounts.google.com) and carries its CSRF pair.
-        if case .refused(let reason) = configuration.originCheck.decideTokenPost(origin: request.header("Origin"),
+        if case .refused(let reason) = originCheck.decideTokenPost(origin: request.header("Origin"),
                                                                                   webForm: parsed.isWebForm) {
             throw SignInError(.crossSite, reason)
         }
@@ -271,12 +349,16 @@ final class Application: Handler {
             }
             throw error
         }
-
         let session = SessionToken.generate()
-        let outcome = try timed("sign_in") {
-            try store.signIn(token, NewSession(tokenHash: session.hash, clientID: token.audience,
-                                               userAgent: Self.userAgent(request), ip: request.remoteIP))
-        }
+        return AdmittedSignIn(isWebForm: parsed.isWebForm, token: token, session: session,
+                              newSession: NewSession(tokenHash: session.hash, clientID: token.audience,
+                                                     userAgent: Self.userAgent(request), ip: request.remoteIP))
+    }
+
+    /// The answer to a sign-in the database has decided.
+    private func signedIn(_ admitted: AdmittedSignIn, _ outcome: SignInOutcome, _ line: inout LogLine) throws -> Response {
+        let token = admitted.token
+        let session = admitted.session
         switch outcome {
         case .refused(let userID, .idTokenRevoked):
             line["user_id"] = String(userID)
@@ -291,7 +373,7 @@ final class Application: Handler {
             line["client_id"] = token.audience
             let cookie = ("Set-Cookie", Cookies.sessionCookie(name: configuration.cookieName, token: session.value,
                                                               maxAge: configuration.sessionTTL))
-            if parsed.isWebForm {
+            if admitted.isWebForm {
                 return .seeOther(configuration.signInRedirect, headers: [cookie])
             }
             let user: JSONValue = .object([
@@ -343,7 +425,7 @@ final class Application: Handler {
     private func sessionForChange(_ request: Request) throws(SignInError) -> SessionToken {
         guard let presented = presented(request) else { throw SignInError(.notSignedIn, "no session token presented") }
         if case .cookie = presented {
-            let decision = configuration.originCheck.decide(origin: request.header("Origin"),
+            let decision = originCheck.decide(origin: request.header("Origin"),
                                                             secFetchSite: request.header("Sec-Fetch-Site"))
             if case .refused(let reason) = decision { throw SignInError(.crossSite, reason) }
         }

@@ -54,20 +54,48 @@ final class PostgresStore: SessionStore, SecurityEventStore {
     // MARK: SessionStore
 
     func signIn(_ token: VerifiedToken, _ session: NewSession) throws -> SignInOutcome {
-        let params: [any SQLParameter] = [
-            token.subject, token.email, token.emailVerified, token.name, token.givenName, token.familyName,
-            token.picture, token.locale, token.hostedDomain, session.tokenHash, SQLInterval(seconds: policy.lifetime),
-            session.clientID, session.userAgent, session.ip, policy.maxSessionsPerUser, token.issuedAt,
-        ]
         let rows: Rows
         do throws(StoreError) {
-            rows = try run(Queries.signIn, params)
+            rows = try run(Queries.signIn, signInParameters(token, session))
         } catch {
-            guard error.code == .uniqueViolation, error.constraint == "sessions_token_hash_key" else { throw error }
-            // The retry after a lost connection met the session its first attempt committed: the client never
-            // got it, so it must sign in again (a 503 it retries), not see a server fault.
-            throw StoreError(.connectionLost, sqlState: error.sqlState, constraint: error.constraint, error.detail)
+            throw Self.signInFailure(error)
         }
+        return try Self.signInOutcome(from: rows)
+    }
+
+    /// Sign-ins verified together, opened in one pipeline (one round trip and one transaction:
+    /// `Connection.executeBatch`), each with its own outcome. Their statements run in the order of `google_sub`,
+    /// so two batches that sign in the same users lock those rows in the same order and cannot deadlock.
+    func signIns(_ batch: [(token: VerifiedToken, session: NewSession)]) throws -> [Result<SignInOutcome, any Error>] {
+        guard batch.count > 1 else { return batch.map { item in Result { try signIn(item.token, item.session) } } }
+        let order = batch.indices.sorted { batch[$0].token.subject < batch[$1].token.subject }
+        let results = try runBatch(Queries.signIn, order.map { signInParameters(batch[$0].token, batch[$0].session) })
+        var outcomes = [Result<SignInOutcome, any Error>?](repeating: nil, count: batch.count)
+        for (index, result) in zip(order, results) {
+            switch result {
+            case .success(let rows):
+                do throws(StoreError) { outcomes[index] = .success(try Self.signInOutcome(from: rows)) } catch { outcomes[index] = .failure(error) }
+            case .failure(let error):
+                outcomes[index] = .failure(Self.signInFailure(error))
+            }
+        }
+        return outcomes.map { $0! }
+    }
+
+    private func signInParameters(_ token: VerifiedToken, _ session: NewSession) -> [any SQLParameter] {
+        [token.subject, token.email, token.emailVerified, token.name, token.givenName, token.familyName,
+         token.picture, token.locale, token.hostedDomain, session.tokenHash, SQLInterval(seconds: policy.lifetime),
+         session.clientID, session.userAgent, session.ip, policy.maxSessionsPerUser, token.issuedAt]
+    }
+
+    /// A sign-in retried after a lost connection that meets the session its first attempt committed: the client
+    /// never got it, so it must sign in again (a 503 it retries), not see a server fault.
+    private static func signInFailure(_ error: StoreError) -> StoreError {
+        guard error.code == .uniqueViolation, error.constraint == "sessions_token_hash_key" else { return error }
+        return StoreError(.connectionLost, sqlState: error.sqlState, constraint: error.constraint, error.detail)
+    }
+
+    private static func signInOutcome(from rows: Rows) throws(StoreError) -> SignInOutcome {
         let (userID, created, refusal, sessionID, expiresAt) = try rows.decode(
             row: 0, as: Int64.self, Bool.self, String?.self, Int64?.self, Timestamp?.self)
         if let refusal {

@@ -119,6 +119,9 @@ enum RevokeOutcome: Sendable, Equatable {
 protocol SessionStore: AnyObject {
     /// Upserts the user on `google_sub`, opens the session unless the account is refused, writes the audit row.
     func signIn(_ token: VerifiedToken, _ session: NewSession) throws -> SignInOutcome
+    /// Several verified sign-ins at once (one round trip for the database), each with its own outcome; throws
+    /// only what fails them all.
+    func signIns(_ batch: [(token: VerifiedToken, session: NewSession)]) throws -> [Result<SignInOutcome, any Error>]
     /// Audits a sign-in refused before the database was involved (`reason` is an IDTokenError code name).
     func recordRefusedSignIn(reason: String, clientID: String?, ip: String?, userAgent: String?) throws
     /// The session check; also records the use (`last_seen_at`, at most once a minute).

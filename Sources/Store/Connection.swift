@@ -145,12 +145,13 @@ public final class Connection {
     }
 
     /// Runs `statement` once for each parameter list in one pipeline: every statement, then one Sync, in one
-    /// write and one round trip. The statements run in order in one implicit transaction, so they must not
-    /// wait on each other's locks (`Queries.checkSession` takes none it waits for). Every item gets its own
+    /// write and one round trip. The statements run in order in one implicit transaction, which holds every
+    /// row lock they take until its end: statements that lock rows must take them in one order across batches
+    /// (sign-ins run in `google_sub` order; `Queries.checkSession` takes none it waits for). Every item gets its own
     /// rows or its own error: a statement that fails aborts the ones queued after it (and rolls back what the
     /// ones before it wrote), and the aborted ones run again in the next pipeline, so a batch of n takes at
-    /// most n + 1 round trips however its statements fail; a failure that is no item's own (a timeout, a lock
-    /// not granted, a lost race: `isRetryable`) is given to every item still pending at once. Throws only what
+    /// most n + 1 round trips however its statements fail; a failure that is no item's own (a timeout, the
+    /// server going away: `StoreError.isOutage`) is given to every item still pending at once. Throws only what
     /// every item would meet alike (the connection lost, a pipeline libpq and we disagree on): the caller may
     /// run the whole batch again, so only batch statements that may run twice (items of an earlier round may
     /// have committed). Behind
@@ -188,14 +189,15 @@ public final class Connection {
                     again.append(index)
                 case .failed(let error):
                     results[index] = .failure(error)
-                    if error.isRetryable { outage = outage ?? error }
+                    if error.isOutage { outage = outage ?? error }
                 case .aborted:
                     again.append(index)
                 }
             }
             if let outage {
-                // A timeout, a lock not granted, a lost race: not this item's own fault, and what the others
-                // would meet too. They get it now (a 503 each) instead of one round trip, and one timeout, each.
+                // A timeout, the server going away or out of resources: not this item's own fault, and what the
+                // others would meet too. They get it now (a 503 each) instead of one round trip, and one timeout,
+                // each. A lock not granted or a deadlock is the item's own (its rows): the others run again.
                 for index in again { results[index] = .failure(outage) }
                 again = []
                 lostStatements = false

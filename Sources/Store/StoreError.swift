@@ -40,6 +40,16 @@ public struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
         return StoreError.isRetryable(sqlState: sqlState)
     }
 
+    /// A retryable failure that any statement would meet now (the connection, a timeout, the server out of
+    /// resources or going down), as opposed to one that is a statement's own: a lock not granted, a deadlock, a
+    /// serialization failure (another transaction holds or changed that statement's rows). In a batch, an outage
+    /// fails every pending item; a statement's own failure only that one.
+    public var isOutage: Bool {
+        guard isRetryable else { return false }
+        if code == .serializationFailure { return false }
+        return sqlState != "55P03"
+    }
+
     /// Class 08 (connection exception), class 53 (insufficient resources: too many connections, out of memory
     /// or disk), 57P01-57P03 (shutdown, cannot connect now), 40001/40P01 (serialization failure, deadlock),
     /// 57014 (statement_timeout), 55P03 (lock_timeout), 25006 (read-only: we reached a standby after a failover).

@@ -253,3 +253,67 @@ final class ConcurrentStatuses: @unchecked Sendable {
     func append(_ value: Int) { lock.lock(); stored.append(value); lock.unlock() }
     var values: [Int] { lock.lock(); defer { lock.unlock() }; return stored }
 }
+
+/// Sign-ins that arrive together, on a stack of their own (the suite above counts every session row).
+@Suite struct SignInBatchEndToEndTests {
+    let stack: Stack
+    init() throws { stack = try SharedStacks.stack("signins") }
+
+    /// The default lane opens sign-ins that arrive together in one batch (one database round trip, one
+    /// transaction): under concurrent sign-ins of eight users through nginx, every answer is its own user's,
+    /// every session is valid for that user alone, and the responder's metrics show that batches were made.
+    @Test func concurrentSignInsOfDifferentUsersEachGetTheirOwnSession() throws {
+        // Started in the reverse of their order by sub, so a batch's statements (run in sub order) are not in
+        // the order its requests came in.
+        let subs = (0..<8).map { "11000000000000000009\(7 - $0)" }
+        let tokens = try subs.map { try stack.token(sub: $0) }
+        let work = stack.directory.appendingPathComponent("batch-signins").path
+        try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: work) }  // ID and session tokens
+        let perUser = 30
+        var batches = 0.0
+        var opened = 0
+        for round in 0..<10 where batches == 0 || round < 3 {
+            var loads: [pid_t] = []
+            for (index, token) in tokens.enumerated() {
+                let entries = (0..<perUser).map { n in
+                    curlEntry(url: "https://127.0.0.1:\(stack.port)/tokensignin", headers: ["Content-Type: application/json"],
+                              data: #"{"idToken":"\#(token)"}"#, output: "\(work)/answer-\(index)-\(n)")
+                }
+                try entries.joined(separator: "next\n").write(toFile: "\(work)/signin-\(index).curl", atomically: true, encoding: .utf8)
+                loads.append(try spawnCurl(config: "\(work)/signin-\(index).curl", codes: "\(work)/codes-\(index)"))
+            }
+            for pid in loads { _ = waitForExit(pid) }
+            var sessions: [(token: String, sub: String, userID: String)] = []
+            for (index, sub) in subs.enumerated() {
+                let codes = try String(contentsOfFile: "\(work)/codes-\(index)", encoding: .utf8).split(separator: "\n")
+                #expect(codes == Array(repeating: "200", count: perUser), "round \(round), user \(index): \(codes)")
+                for n in 0..<perUser {
+                    let body = try Data(contentsOf: URL(fileURLWithPath: "\(work)/answer-\(index)-\(n)"))
+                    let json = try JSONSerialization.jsonObject(with: body) as? [String: Any] ?? [:]
+                    let user = json["user"] as? [String: Any]
+                    #expect(user?["sub"] as? String == sub, "round \(round), user \(index), answer \(n) is not its own")
+                    if let token = (json["session"] as? [String: Any])?["token"] as? String, let id = user?["id"] {
+                        sessions.append((token, sub, "\(id)"))
+                    }
+                }
+            }
+            #expect(Set(sessions.map(\.token)).count == sessions.count, "a session token was given twice")
+            // One user id per sub in every answer (the id comes from the database's row for that sign-in).
+            let ids = Dictionary(grouping: sessions, by: \.sub).mapValues { Set($0.map(\.userID)) }
+            #expect(ids.values.allSatisfy { $0.count == 1 } && Set(ids.values.flatMap { $0 }).count == subs.count, "round \(round): \(ids)")
+            for session in sessions.prefix(40) {
+                let check = try stack.request("GET", "/auth/session", headers: ["Authorization": "Bearer \(session.token)"])
+                #expect(check.status == 200 && check.header("X-User-Sub") == session.sub && check.header("X-User-Id") == session.userID)
+            }
+            opened += sessions.count
+            let metrics = try stack.request("GET", "/metrics")
+            let line = metrics.body.split(separator: "\n").first { $0.hasPrefix(#"tokensignin_database_batches_total{operation="sign_in"}"#) }
+            batches = line.flatMap { Double($0.split(separator: " ").last ?? "") } ?? 0
+        }
+        #expect(batches > 0, "no sign-in was opened in a batch in 10 rounds of 8 x \(perUser) concurrent sign-ins")
+        let list = subs.map { "'\($0)'" }.joined(separator: ",")
+        let rows = try stack.psql("SELECT count(DISTINCT u.id), count(*) FROM signin.sessions s JOIN signin.users u ON u.id = s.user_id WHERE u.google_sub IN (\(list))")
+        #expect(rows == [["8", String(opened)]])
+    }
+}

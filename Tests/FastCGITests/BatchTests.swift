@@ -132,13 +132,13 @@ private final class Shared: Sendable {
         #expect(running.server.statistics.invalidResponses == 1)
     }
 
-    /// A batch only lends the baton: while its handler is stuck (on a database lock, say), the timer wakes a
+    /// A quick lane's batch only lends the baton: while its handler is stuck (on a database lock, say), the timer wakes a
     /// waiting worker to read in its place, so a sign-in that arrives meanwhile is answered at once by its lane.
     @Test func aBatchStuckInItsHandlerDoesNotStopTheReading() throws {
         let dir = try TempDir()
         let shared = Shared()
         let server = try Server(listen: .unix(dir.file("s")),
-                                lanes: [Lane(name: "default", workers: 1), Lane(name: "checks", workers: 1, batch: 8)],
+                                lanes: [Lane(name: "default", workers: 1), Lane(name: "checks", workers: 1, batch: 8, quick: true)],
                                 limits: Limits(maxBodyBytes: 64))
         let running = RunningServer(server, classify: { $0.path.hasPrefix("/check") ? 1 : 0 },
                                     overloaded: Response(status: 503, contentType: "text/plain", body: "busy"),
@@ -156,8 +156,40 @@ private final class Shared: Sendable {
         try signIn.send(params: ["DOCUMENT_URI": "/tokensignin"], keep: true)
         #expect(try signIn.readResponse(seconds: 3).body == Array("default /tokensignin".utf8))
         #expect(shared.release.count == 0, "answered while the batch is still stuck")
+        #expect(server.batonLends >= 1)
         shared.release.signal()
         #expect(try stuck.readResponse().body == Array("checks /check/stuck".utf8))
+    }
+
+    /// A batch of a lane that is not quick (sign-ins) wakes another worker to read before it starts, as a
+    /// single request does, instead of lending the baton: the check that arrives while the batch is stuck is
+    /// read and answered by another worker without the timer's rescue, and no lend is ever counted.
+    @Test func aBatchOfASlowLaneHandsTheReadingOnAtOnce() throws {
+        let dir = try TempDir()
+        let shared = Shared()
+        let server = try Server(listen: .unix(dir.file("s")),
+                                lanes: [Lane(name: "default", workers: 1, batch: 8), Lane(name: "checks", workers: 1, batch: 8, quick: true)],
+                                limits: Limits(maxBodyBytes: 64))
+        let running = RunningServer(server, classify: { $0.path.hasPrefix("/check") ? 1 : 0 },
+                                    overloaded: Response(status: 503, contentType: "text/plain", body: "busy"),
+                                    handlers: [{ request in
+                                                   shared.entered.signal()
+                                                   _ = shared.release.wait(for: 1, seconds: 30)
+                                                   return Response(status: 200, contentType: "text/plain", body: "default \(request.path)")
+                                               },
+                                               { Response(status: 200, contentType: "text/plain", body: "checks \($0.path)") }])
+        defer { running.stop() }
+        let stuck = try Raw(unixPath: dir.file("s"))
+        try stuck.send(params: ["DOCUMENT_URI": "/tokensignin"], keep: true)
+        try #require(shared.entered.wait(for: 1))
+        #expect(server.batonLends == 0)
+        let check = try Raw(unixPath: dir.file("s"))
+        try check.send(params: ["DOCUMENT_URI": "/check"], keep: true)
+        #expect(try check.readResponse(seconds: 3).body == Array("checks /check".utf8))
+        // The check's own batch lent the baton (it is quick); the stuck sign-in's never did.
+        #expect(server.batonLends == 1)
+        shared.release.signal()
+        #expect(try stuck.readResponse().body == Array("default /tokensignin".utf8))
     }
 
     /// Requests of other lanes that a batching worker reads while it gathers its batch are handed to other
@@ -167,7 +199,7 @@ private final class Shared: Sendable {
     @Test func requestsOfOtherLanesReadWhileGatheringRunOnOtherWorkers() throws {
         let dir = try TempDir()
         let server = try Server(listen: .unix(dir.file("s")),
-                                lanes: [Lane(name: "default", workers: 4), Lane(name: "checks", workers: 1, batch: 8)],
+                                lanes: [Lane(name: "default", workers: 4), Lane(name: "checks", workers: 1, batch: 8, quick: true)],
                                 limits: Limits(maxBodyBytes: 64))
         let inFlight = Mutex<(now: Int, most: Int)>((0, 0))
         let running = RunningServer(server, classify: { $0.path.hasPrefix("/check") ? 1 : 0 },

@@ -61,6 +61,8 @@ final class InMemoryStore: SessionStore, SecurityEventStore {
     private var nextSessionID: Int64 = 1
     /// The size of every `liveSessions` batch, in order (route tests check that checks were batched).
     private(set) var liveSessionBatches: [Int] = []
+    /// The size of every `signIns` batch, in order.
+    private(set) var signInBatches: [Int] = []
 
     init(policy: SessionPolicy = SessionPolicy(lifetime: 30 * 86_400, idleTimeout: 7 * 86_400, maxSessionsPerUser: 100)) {
         self.policy = policy
@@ -120,6 +122,13 @@ final class InMemoryStore: SessionStore, SecurityEventStore {
         audit.append(AuditRow(outcome: "success", reason: nil, sub: user.sub, sessionID: id))
         return .signedIn(SignedIn(userID: user.id, created: created, sessionID: id,
                                   expiresAt: Timestamp(unixSeconds: now + policy.lifetime)))
+    }
+
+    /// One failure asked for (`failNext`) fails the whole batch, as a lost connection does on PostgreSQL.
+    func signIns(_ batch: [(token: VerifiedToken, session: NewSession)]) throws -> [Result<SignInOutcome, any Error>] {
+        try failIfAsked()
+        signInBatches.append(batch.count)
+        return batch.map { item in Result { try signIn(item.token, item.session) } }
     }
 
     func recordRefusedSignIn(reason: String, clientID: String?, ip: String?, userAgent: String?) throws {

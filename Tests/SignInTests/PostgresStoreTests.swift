@@ -3,6 +3,7 @@
 import Foundation
 @testable import IDToken
 import Store
+import Synchronization
 import Testing
 import TestSupport
 @testable import SignIn
@@ -174,6 +175,50 @@ import TestSupport
         #expect(try dba.query(seen, [free.sessionID])[0, 0] == "t")
         #expect(try store.liveSession(token.hash) != nil)
         #expect(try dba.query(seen, [locked.sessionID])[0, 0] == "t")  // refreshed once the lock is gone
+    }
+
+    /// Sign-ins opened together are one transaction holding each user's row until its end; their statements run
+    /// in `google_sub` order, so two batches signing in the same users in opposite orders queue behind each
+    /// other instead of deadlocking (PostgreSQL would end one with 40P01 after `deadlock_timeout`, 1 s).
+    @Test func batchesOfTheSameUsersInOppositeOrdersDoNotDeadlock() throws {
+        let db = try TestDatabase.migrated("pg_batch_order")
+        for sub in ["sub-a", "sub-b"] { _ = try Self.store(db).signIn(verifiedToken(sub: sub), Self.session()) }
+        let dba = try db.connect()
+        try dba.query("BEGIN")
+        try dba.query("SELECT 1 FROM signin.users WHERE google_sub = 'sub-a' FOR UPDATE")
+        // Watched from a connection of its own: a transaction sees pg_stat_activity as it was at its first look.
+        let watcher = try db.connect()
+        let waiting = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
+        let outcomes = Mutex<[[String]]>([])
+        let done = DispatchGroup()
+        for (number, subs) in [["sub-a", "sub-b"], ["sub-b", "sub-a"]].enumerated() {
+            let conninfo = db.conninfo
+            done.enter()
+            Thread.detachNewThread {
+                defer { done.leave() }
+                let store = PostgresStore(conninfo: conninfo, policy: Self.policy, log: Log { _ in })
+                let batch = subs.map { (token: verifiedToken(sub: $0), session: Self.session()) }
+                let results = (try? store.signIns(batch)) ?? []
+                let named = results.map { result -> String in
+                    switch result {
+                    case .success(.signedIn): "signed in"
+                    case .success(let other): "\(other)"
+                    case .failure(let error): "\(error)"
+                    }
+                }
+                outcomes.withLock { $0.append(named) }
+            }
+            // Each batch is queued on a row lock before the next starts (and the first lock is released).
+            var queued = false
+            for _ in 0..<500 where !queued {
+                queued = try watcher.query(waiting)[0, 0] == String(number + 1)
+                if !queued { Thread.sleep(forTimeInterval: 0.002) }
+            }
+            try #require(queued, "batch \(number) never waited on the lock")
+        }
+        try dba.query("COMMIT")
+        #expect(done.wait(timeout: .now() + 10) == .success)
+        #expect(outcomes.withLock { $0 } == [["signed in", "signed in"], ["signed in", "signed in"]])
     }
 
     @Test func failureBeforeTheDatabaseIsAuditedWithItsReason() throws {

@@ -793,3 +793,92 @@ extension Response {
         #expect(page.contains(#"tokensignin_database_batched_calls_total{operation="check_session"} 2"#))
     }
 }
+
+/// The default lane hands the requests that arrived together to `handle(batch:)` too: their sign-ins, each
+/// token verified on its own, are opened in one store call, and every answer is the one the request gets alone.
+@Suite struct SignInBatchRouteTests {
+    /// A response with its session token (random on every sign-in) replaced by `T`.
+    private static func masked(_ response: Response) -> String {
+        var text = "\(response.status) " + response.headers.map { "\($0.name): \($0.value)" }.joined(separator: "\n") + "\n" + response.text
+        let cookie = response.headers.first { $0.name == "Set-Cookie" }?.value ?? ""
+        if let start = cookie.range(of: "__Host-tokensignin="), let end = cookie[start.upperBound...].firstIndex(of: ";"),
+           start.upperBound < end {
+            text = text.replacingOccurrences(of: String(cookie[start.upperBound..<end]), with: "T")
+        }
+        return text
+    }
+
+    /// Two harnesses with the same users: one answers the requests together, the other one by one.
+    private static func pair() throws -> (RouteHarness, RouteHarness) {
+        let (together, alone) = (try RouteHarness(), try RouteHarness())
+        for h in [together, alone] {
+            _ = try h.session("eve")
+            h.store.users[0].disabled = true
+        }
+        return (together, alone)
+    }
+
+    private static func signIn(_ token: String, headers: [String: String] = [:]) -> Request {
+        RouteHarness.make("POST", "/tokensignin", headers: headers, contentType: "application/json", body: #"{"idToken":"\#(token)"}"#)
+    }
+
+    @Test func signInsThatArriveTogetherAreOpenedAtOnceAndAnsweredAsAlone() throws {
+        let (h, alone) = try Self.pair()
+        let requests = [
+            Self.signIn("good-ada"),
+            RouteHarness.make("POST", "/tokensignin", contentType: "application/x-www-form-urlencoded", body: "idtoken=good-bob"),
+            Self.signIn("expired"),
+            Self.signIn("good-ada"),
+            Self.signIn("good-bob", headers: ["Origin": "https://evil.example"]),
+            Self.signIn("good-eve"),
+            RouteHarness.make("GET", "/healthz"),
+            RouteHarness.make("POST", "/tokensignin", contentType: "text/plain", body: "good-ada"),
+            Self.signIn("no-keys"),
+            RouteHarness.make("POST", "/tokensignin", headers: ["Cookie": "g_csrf_token=abc", "Origin": "https://accounts.google.com"],
+                              contentType: "application/x-www-form-urlencoded", body: "credential=good-unverified&g_csrf_token=abc"),
+        ]
+        let together = h.app.handle(batch: requests)
+        // Five tokens verified (ada twice, bob, eve, unverified) in one store call; the others refused before it.
+        #expect(h.store.signInBatches == [5])
+        let one = requests.map { alone.app.handle($0) }
+        #expect(alone.store.signInBatches.isEmpty)
+        #expect(together.count == requests.count)
+        for (index, (a, b)) in zip(together, one).enumerated() {
+            #expect(Self.masked(a) == Self.masked(b), "request \(index)")
+        }
+        #expect(together.map(\.status) == [200, 200, 401, 200, 403, 403, 200, 415, 503, 303])
+        #expect(h.store.sessions.count == alone.store.sessions.count && h.store.sessions.count == 1 + 4)
+        // The refusals are audited as they are verified, before the batch's sign-ins: the same rows, in another order.
+        #expect(h.store.audit.map(\.outcome).sorted() == alone.store.audit.map(\.outcome).sorted())
+        // Each answer's session is its own user's.
+        for (index, sub) in [(0, "ada"), (1, "bob"), (3, "ada")] {
+            let token = try #require(together[index].json["session"].flatMap { ($0 as? [String: Any])?["token"] as? String })
+            #expect(h.request("GET", "/auth/session", headers: ["Authorization": "Bearer \(token)"]).header("X-User-Sub") == sub)
+        }
+        #expect(h.log.count == alone.log.count)
+    }
+
+    @Test func aBatchWithOneSignInOpensItAlone() throws {
+        let h = try RouteHarness()
+        let answers = h.app.handle(batch: [Self.signIn("good-ada"), RouteHarness.make("GET", "/healthz")])
+        #expect(answers.map(\.status) == [200, 200])
+        #expect(h.store.signInBatches.isEmpty && h.store.sessions.count == 1)
+        // Two sign-ins of which one is refused before the database: the other is one call of one.
+        let again = h.app.handle(batch: [Self.signIn("expired"), Self.signIn("good-bob")])
+        #expect(again.map(\.status) == [401, 200])
+        #expect(h.store.signInBatches == [1] && h.store.sessions.count == 2)
+    }
+
+    @Test func theDatabaseDownFailsEverySignInOfTheBatchWith503AndOpensNothing() throws {
+        let h = try RouteHarness()
+        h.store.nextError = StoreError(.connectionLost, sqlState: "57P01", "terminating connection")
+        let answers = h.app.handle(batch: [Self.signIn("good-ada"), Self.signIn("good-bob"), RouteHarness.make("GET", "/healthz")])
+        #expect(answers.map(\.status) == [503, 503, 200])
+        #expect(answers[0].header("Retry-After") == "2" && answers[1].header("Retry-After") == "2")
+        #expect(answers.allSatisfy { $0.headers("Set-Cookie").isEmpty })
+        #expect(h.store.sessions.isEmpty)
+        let page = h.metrics.exposition([])
+        #expect(page.contains(#"tokensignin_database_batches_total{operation="sign_in"} 1"#))
+        #expect(page.contains(#"tokensignin_database_batched_calls_total{operation="sign_in"} 2"#))
+    }
+}

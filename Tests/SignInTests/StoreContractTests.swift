@@ -184,6 +184,41 @@ func verifiedToken(sub: String, email: String? = "ada@example.com", emailVerifie
         #expect(try s.store.liveSessions([]).isEmpty)
     }
 
+    /// The default lane's batch: sign-ins opened together, each answered as `signIn` answers it alone (a new
+    /// user, a known one, a refused account, one new user twice in one batch), every session live for its user,
+    /// an audit row each.
+    @Test(arguments: Kind.allCases)
+    func signInsOpenedTogetherAnswerAsEachAlone(kind: Kind) throws {
+        let s = try StoreUnderTest.make(kind)
+        let (known, _) = try Self.signIn(s.store, "sub-known")
+        _ = try Self.signIn(s.store, "sub-off")
+        try s.disable("sub-off")
+        let subs = ["sub-zed", "sub-known", "sub-off", "sub-zed", "sub-amy"]
+        let sessions = subs.map { _ in SessionToken.generate() }
+        let batch = zip(subs, sessions).map { sub, session in
+            (token: verifiedToken(sub: sub), session: NewSession(tokenHash: session.hash, clientID: "1234567890-web.apps.googleusercontent.com",
+                                                                 userAgent: "Batch/1.0", ip: "192.0.2.8"))
+        }
+        let outcomes = try s.store.signIns(batch).map { try $0.get() }
+        guard case .signedIn(let zed) = outcomes[0], case .signedIn(let again) = outcomes[1],
+              case .refused(_, .accountDisabled) = outcomes[2], case .signedIn(let zedAgain) = outcomes[3],
+              case .signedIn(let amy) = outcomes[4] else {
+            Issue.record("unexpected outcomes \(outcomes)")
+            return
+        }
+        #expect(zed.created && !again.created && !zedAgain.created && amy.created)
+        #expect(again.userID == known.userID && zedAgain.userID == zed.userID && amy.userID != zed.userID)
+        #expect(Set([zed.sessionID, again.sessionID, zedAgain.sessionID, amy.sessionID]).count == 4)
+        for (index, signedIn) in [(0, zed), (1, again), (3, zedAgain), (4, amy)] {
+            let live = try #require(try s.store.liveSession(sessions[index].hash))
+            #expect(live.sessionID == signedIn.sessionID && live.sub == subs[index])
+        }
+        #expect(try s.store.liveSession(sessions[2].hash) == nil)
+        let audit = try s.audit().dropFirst(2).map { "\($0[0] ?? "-") \($0[1] ?? "-")" }.sorted()
+        #expect(audit == ["failure account_disabled", "success -", "success -", "success -", "success -"])
+        #expect(try s.store.signIns([]).isEmpty)
+    }
+
     @Test(arguments: Kind.allCases)
     func unknownTokenIsNoSession(kind: Kind) throws {
         let s = try StoreUnderTest.make(kind)

@@ -52,30 +52,49 @@ import TestSupport
         #expect(try connection.query("SELECT 1")[0, 0] == "1")
     }
 
-    /// A failure that is no item's own (here a lock not granted, 55P03) is what the other items would meet too:
-    /// every item still pending gets it at once instead of a round trip (and a lock timeout) each.
-    @Test(arguments: Pooler.allCases)
-    func anOutageFailsEveryPendingItemAtOnce(pooler: Pooler) throws {
-        let connection = try Connection(conninfo: "", pooler: pooler)
-        let function = "batch_refuse_\(pooler.rawValue)"
+    /// Raises `state` for the item whose value is 'fail', returns the value for the others.
+    private static func failing(_ connection: Connection, _ name: String, state: String) throws -> Statement {
         try connection.run(script: """
-            CREATE OR REPLACE FUNCTION \(function)(value text) RETURNS text LANGUAGE plpgsql AS $$
+            CREATE OR REPLACE FUNCTION \(name)(value text) RETURNS text LANGUAGE plpgsql AS $$
             BEGIN
-                IF value = 'locked' THEN RAISE EXCEPTION 'not granted' USING ERRCODE = '55P03'; END IF;
+                IF value = 'fail' THEN RAISE EXCEPTION 'refused' USING ERRCODE = '\(state)'; END IF;
                 RETURN value;
             END $$
             """)
-        defer { try? connection.run(script: "DROP FUNCTION \(function)(text)") }
-        let statement = Statement(name: "batch_refuse_\(pooler.rawValue)", sql: "SELECT \(function)($1::text)")
-        let results = try connection.executeBatch(statement, [["a"], ["locked"], ["b"], ["c"]])
+        return Statement(name: name, sql: "SELECT \(name)($1::text)")
+    }
+
+    /// A failure that is no item's own (a statement timeout, the server out of resources) is what the other
+    /// items would meet too: every item still pending gets it at once instead of a round trip (and a timeout) each.
+    @Test(arguments: Pooler.allCases, ["57014", "53200"])
+    func anOutageFailsEveryPendingItemAtOnce(pooler: Pooler, state: String) throws {
+        let connection = try Connection(conninfo: "", pooler: pooler)
+        let name = "batch_outage_\(pooler.rawValue)_\(state.lowercased())"
+        let statement = try Self.failing(connection, name, state: state)
+        defer { try? connection.run(script: "DROP FUNCTION \(name)(text)") }
+        let results = try connection.executeBatch(statement, [["a"], ["fail"], ["b"], ["c"]])
         for result in results {
             guard case .failure(let error) = result else {
-                Issue.record("expected lock_not_available, got \(result)")
+                Issue.record("expected \(state), got \(result)")
                 continue
             }
-            #expect(error.sqlState == "55P03" && error.isRetryable)
+            #expect(error.sqlState == state && error.isRetryable && error.isOutage)
         }
         #expect(Self.values(try connection.executeBatch(statement, [["a"], ["b"]])) == ["a", "b"])
+    }
+
+    /// A lock not granted, a deadlock or a serialization failure is the one statement's (another transaction
+    /// holds or changed its rows): it gets the error, a 503, and the batch's others run again and succeed.
+    @Test(arguments: Pooler.allCases, ["55P03", "40P01", "40001"])
+    func aLockFailureIsTheItemsOwn(pooler: Pooler, state: String) throws {
+        let connection = try Connection(conninfo: "", pooler: pooler)
+        let name = "batch_lock_\(pooler.rawValue)_\(state.lowercased())"
+        let statement = try Self.failing(connection, name, state: state)
+        defer { try? connection.run(script: "DROP FUNCTION \(name)(text)") }
+        let results = try connection.executeBatch(statement, [["a"], ["fail"], ["b"], ["c"]])
+        #expect(Self.values(results) == ["a", nil, "b", "c"])
+        guard case .failure(let error) = results[1] else { return }
+        #expect(error.sqlState == state && error.isRetryable && !error.isOutage)
     }
 
     @Test(arguments: Pooler.allCases)
