@@ -233,10 +233,12 @@ package enum JSONString {
     package static func unescape(_ bytes: UnsafeRawBufferPointer, _ start: Int, _ end: Int, into out: inout [UInt8]) -> Bool {
         var i = start
         while i < end {
-            let c = bytes[i]
-            guard c == UInt8(ascii: "\\") else {
-                out.append(c)
-                i += 1
+            // The run up to the next escape is copied as it is.
+            var run = i
+            while run < end && bytes[run] != UInt8(ascii: "\\") { run += 1 }
+            if run > i {
+                out.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[i..<run]))
+                i = run
                 continue
             }
             guard i + 1 < end else { return false }

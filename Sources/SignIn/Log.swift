@@ -21,28 +21,40 @@ public struct Log: Sendable {
     }
 
     private func write(_ level: String, _ event: String, _ fields: [(String, String?)]) {
-        var line = "level=\(level) event=\(event)"
+        var line = "level="
+        line.reserveCapacity(256)
+        line.append(level)
+        line.append(" event=")
+        line.append(event)
         for (key, value) in fields {
             guard let value else { continue }
-            line += " \(key)=\(Self.quoted(value))"
+            line.append(" ")
+            line.append(key)
+            line.append("=")
+            Self.appendQuoted(value, to: &line)
         }
         sink(line)
     }
 
-    static func quoted(_ value: String) -> String {
+    /// `value` as it is when it is plain printable ASCII without `"`, `=` or `\\`; otherwise in quotes, with
+    /// quotes, backslashes and control characters escaped.
+    static func appendQuoted(_ value: String, to out: inout String) {
         let plain = !value.isEmpty && value.utf8.allSatisfy { $0 > 0x20 && $0 < 0x7f && $0 != 0x22 && $0 != 0x3d && $0 != 0x5c }
-        if plain { return value }
-        var out = "\""
+        if plain {
+            out.append(value)
+            return
+        }
+        out.append("\"")
         for scalar in value.unicodeScalars {
             switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
+            case "\"": out.append("\\\"")
+            case "\\": out.append("\\\\")
+            case "\n": out.append("\\n")
+            case "\r": out.append("\\r")
             default:
-                if scalar.value < 0x20 || scalar.value == 0x7f { out += "\\u{\(String(scalar.value, radix: 16))}" } else { out.unicodeScalars.append(scalar) }
+                if scalar.value < 0x20 || scalar.value == 0x7f { out.append("\\u{\(String(scalar.value, radix: 16))}") } else { out.unicodeScalars.append(scalar) }
             }
         }
-        return out + "\""
+        out.append("\"")
     }
 }

@@ -109,6 +109,9 @@ enum MediaType {
     /// `type/subtype` case-insensitively, parameters after `;`; a `charset` other than UTF-8 is refused.
     static func classify(_ contentType: String?) throws(SignInError) -> MediaType {
         guard let contentType else { throw SignInError(.unsupportedMediaType, "no Content-Type") }
+        // What clients send: without parameters, in lower case.
+        if contentType == "application/json" { return .json }
+        if contentType == "application/x-www-form-urlencoded" { return .form }
         let type: MediaType
         switch essence(of: contentType) {
         case "application/json": type = .json
@@ -295,19 +298,27 @@ struct JSONBody {
         try expect(UInt8(ascii: "\""))
         let start = index
         // Find the closing quote (an escape's second byte is never one); the content is decoded in one pass after.
-        while true {
-            guard let byte = peek else { throw Self.malformed("unterminated JSON string") }
-            if byte == UInt8(ascii: "\"") { break }
-            if byte < 0x20 { throw Self.malformed("control character in JSON string") }
-            index += byte == UInt8(ascii: "\\") ? 2 : 1
+        var escaped = false
+        // The closing quote's index; -1: a raw control character first; nil: none.
+        let closing: Int? = bytes.withUnsafeBufferPointer { buffer in
+            var at = start
+            while at < buffer.count {
+                let byte = buffer[at]
+                if byte == UInt8(ascii: "\"") { return at }
+                if byte < 0x20 { return -1 }
+                if byte == UInt8(ascii: "\\") { escaped = true; at += 2 } else { at += 1 }
+            }
+            return nil
         }
-        let end = index
-        index += 1
+        guard let end = closing else { throw Self.malformed("unterminated JSON string") }
+        guard end >= 0 else { throw Self.malformed("control character in JSON string") }
+        index = end + 1
+        // The body was validated as UTF-8 and escapes produce valid scalars, so decoding cannot fail.
+        guard escaped else { return String(decoding: bytes[start..<end], as: UTF8.self) }
         var out: [UInt8] = []
         out.reserveCapacity(end - start)
         let decoded = bytes.withUnsafeBytes { JSONString.unescape($0, start, end, into: &out) }
         guard decoded else { throw Self.malformed("bad escape or lone surrogate in JSON string") }
-        // The body was validated as UTF-8 and escapes produce valid scalars, so this cannot fail.
         return String(decoding: out, as: UTF8.self)
     }
 }

@@ -6,13 +6,16 @@ import SignIn
 
 /// Writes all of `text` and a newline to `fd` (partial writes and EINTR retried; a closed stream is given up).
 private func writeLine(_ fd: Int32, _ text: String) {
-    let bytes = Array((text + "\n").utf8)
-    var offset = 0
-    while offset < bytes.count {
-        let n = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + offset, $0.count - offset) }
-        if n < 0 && errno == EINTR { continue }
-        if n <= 0 { return }
-        offset += n
+    var line = text
+    line.append("\n")
+    line.withUTF8 { bytes in
+        var offset = 0
+        while offset < bytes.count {
+            let n = write(fd, bytes.baseAddress! + offset, bytes.count - offset)
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { return }
+            offset += n
+        }
     }
 }
 
@@ -48,10 +51,22 @@ private let standardErrorLog = Log { line in
     var now = time(nil)
     var parts = tm()
     gmtime_r(&now, &parts)
-    var buffer = [CChar](repeating: 0, count: 32)
-    let length = strftime(&buffer, buffer.count, "%Y-%m-%dT%H:%M:%SZ", &parts)
-    let stamp = String(decoding: buffer[0..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
-    writeLine(2, "ts=\(stamp) \(line)")
+    var text = "ts="
+    text.reserveCapacity(24 + line.utf8.count)
+    func field(_ separator: String, _ value: Int32) {
+        text.append(separator)
+        if value < 10 { text.append("0") }
+        text.append(String(value))
+    }
+    text.append(String(parts.tm_year + 1900))
+    field("-", parts.tm_mon + 1)
+    field("-", parts.tm_mday)
+    field("T", parts.tm_hour)
+    field(":", parts.tm_min)
+    field(":", parts.tm_sec)
+    text.append("Z ")
+    text.append(line)
+    writeLine(2, text)
 }
 
 let io = CommandIO(

@@ -58,6 +58,19 @@ import TestSupport
         // An answer means the responder is serving, which it logs `started` before it does.
         #expect(try stack.request("GET", "/auth/session").status == 401)
         #expect(stack.serverLog.contains("event=started version=\(match.output.1) build=\(match.output.2) "), "\(stack.serverLog)")
+        // Every line leads with its UTC time, to the second.
+        let started = try #require(stack.serverLog.split(separator: "\n").first { $0.contains("event=started") })
+        let stamp = try #require(started.prefixMatch(of: #/ts=(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})Z level=info event=started /#),
+                                 "\(started)")
+        var parts = tm()
+        parts.tm_year = Int32(stamp.output.1)! - 1900
+        parts.tm_mon = Int32(stamp.output.2)! - 1
+        parts.tm_mday = Int32(stamp.output.3)!
+        parts.tm_hour = Int32(stamp.output.4)!
+        parts.tm_min = Int32(stamp.output.5)!
+        parts.tm_sec = Int32(stamp.output.6)!
+        #expect(parts.tm_mon < 12 && parts.tm_mday <= 31 && parts.tm_hour < 24 && parts.tm_min < 60 && parts.tm_sec < 61)
+        #expect(abs(Date().timeIntervalSince1970 - Double(timegm(&parts))) < 3_600, "\(started)")
     }
 
     @Test func versionTakesNoArguments() throws {
