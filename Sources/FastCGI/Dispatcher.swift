@@ -33,6 +33,8 @@ final class Dispatcher: Sendable {
     let limits: Limits
     let gates: [LaneGate]
     private let classify: @Sendable (Request) -> Int
+    /// Whether a request of a batching lane may start or join a batch.
+    private let batches: @Sendable (Request) -> Bool
     private let overloaded: @Sendable (Request) -> Response
     private let report: @Sendable (FastCGIError) -> Void
     private let listener: Listener
@@ -85,7 +87,7 @@ final class Dispatcher: Sendable {
     private static let handBackTag: UInt64 = 2
 
     init(listener: Listener, lanes: [Lane], limits: Limits, open: Gauge, classify: @escaping @Sendable (Request) -> Int,
-         overloaded: @escaping @Sendable (Request) -> Response,
+         batches: @escaping @Sendable (Request) -> Bool = { _ in true }, overloaded: @escaping @Sendable (Request) -> Response,
          report: @escaping @Sendable (FastCGIError) -> Void) throws(FastCGIError) {
         let epollFD = epoll_create1(Int32(EPOLL_CLOEXEC))
         guard epollFD >= 0 else { throw FastCGIError(.startFailed, errnoText("epoll_create1")) }
@@ -108,6 +110,7 @@ final class Dispatcher: Sendable {
         self.open = open
         self.gates = lanes.enumerated().map { LaneGate(lane: $0.element, index: $0.offset) }
         self.classify = classify
+        self.batches = batches
         self.overloaded = overloaded
         self.report = report
     }
@@ -237,13 +240,13 @@ final class Dispatcher: Sendable {
                 let gate = gates[job.lane]
                 var jobs = [job]
                 var handedOff = false
-                if gate.lane.batch > 1 { handedOff = gather(&jobs, scratch: &scratch, ready: &ready) }
+                if job.joins { handedOff = gather(&jobs, scratch: &scratch, ready: &ready) }
                 let now = monotonicNanoseconds()
                 var lent = false
                 if leading {
                     // Lent for a quick lane's batch, unless requests of other lanes were handed off on the way:
                     // then a worker must wake to run them now.
-                    if gate.lane.batch > 1 && gate.lane.quick && !handedOff {
+                    if job.joins && gate.lane.quick && !handedOff {
                         lendBaton(now: now)
                         lent = true
                     } else {
@@ -316,11 +319,11 @@ final class Dispatcher: Sendable {
                 continue  // comes only once no connection is open, so never while this worker holds some
             case let tag:
                 guard let connection = connection(forEvent: tag) else { continue }
-                // A request of this lane joins without a slot of its own while there is room; any other was
-                // admitted to its lane (and holds a slot there, or waits in its queue).
+                // A request of this lane that may join rides without a slot of its own while there is room; any
+                // other was admitted to its lane (and holds a slot there, or waits in its queue).
                 let riding = jobs.count < limit ? lane : nil
                 guard let job = drive(connection, scratch: &scratch, riding: riding, mayWait: false) else { continue }
-                if job.lane == riding { jobs.append(job) } else { others.append(.run(job)) }
+                if job.rides { jobs.append(job) } else { others.append(.run(job)) }
             }
         }
         guard !others.isEmpty else { return handedBack }
@@ -380,8 +383,12 @@ final class Dispatcher: Sendable {
                 // The next request's clock starts with its own first byte.
                 connection.busySince = 0
                 let lane = laneIndex(for: request)
-                let job = Job(connection: connection, request: request, lane: lane, queued: monotonicNanoseconds())
-                if lane == riding { return .run(job) }
+                var job = Job(connection: connection, request: request, lane: lane, queued: monotonicNanoseconds())
+                job.joins = gates[lane].lane.batch > 1 && batches(request)
+                if lane == riding && job.joins {
+                    job.rides = true
+                    return .run(job)
+                }
                 switch gates[lane].admit(job) {
                 case .run(let next):
                     return .run(next)  // this request, or an older one of its lane (this one then waits in its place)

@@ -46,6 +46,10 @@ struct Job {
     let lane: Int
     /// When it was queued (monotonic ns), for `Lane.maxWait`.
     let queued: UInt64
+    /// It may start or join a batch of its lane (a batching lane, and `Server.run`'s `batches` says so).
+    var joins = false
+    /// Taken into a batch without a slot of its own (`Dispatcher.gather`).
+    var rides = false
 }
 
 /// One lane's admission: how many of its requests run, and the queue of those waiting (first in, first out).
@@ -120,12 +124,22 @@ final class LaneGate: Sendable {
         }
     }
 
-    /// Removes and returns up to `limit` of the oldest waiting jobs, to run with the caller's (which holds a slot).
+    /// Removes and returns up to `limit` of the oldest waiting jobs that may join a batch (`Job.joins`), to run
+    /// with the caller's (which holds a slot); the others keep their places.
     func takeWaiting(upTo limit: Int) -> [Job] {
         guard limit > 0, waiting.load(ordering: .sequentiallyConsistent) > 0 else { return [] }
         return queue.withLock { queue in
             var taken: [Job] = []
-            while taken.count < limit, queue.count > 0 { taken.append(pop(&queue)) }
+            while taken.count < limit, queue.count > 0, queue.jobs[queue.head].joins { taken.append(pop(&queue)) }
+            guard taken.count < limit, queue.count > 0 else { return taken }
+            // One that may not join is at the head: the rest are looked at in one pass, in order.
+            var kept: [Job] = []
+            for job in queue.jobs[queue.head...] {
+                if taken.count < limit && job.joins { taken.append(job) } else { kept.append(job) }
+            }
+            queue.jobs = kept
+            queue.head = 0
+            waiting.store(queue.count, ordering: .sequentiallyConsistent)
             return taken
         }
     }

@@ -112,6 +112,8 @@ public final class Server: Sendable {
     ///
     /// - `classify` picks the lane (an index into `lanes`; out of range means lane 0) of each request once its
     ///   parameters and body have arrived; it runs on a worker, so keep it cheap.
+    /// - `batches` says whether a request of a batching lane (`Lane.batch` > 1) may start or join a batch; one
+    ///   that may not runs alone, as in a lane that does not batch (e.g. only the sign-ins of a lane batch).
     /// - `overloaded` is the answer the server sends itself when a lane's queue is full, or a request waited in
     ///   it longer than the lane's `maxWait` (e.g. a 503 with Retry-After).
     /// - `report` hears every connection closed for a protocol violation or timeout, every overload, every
@@ -123,6 +125,7 @@ public final class Server: Sendable {
     /// listening socket failed for good. A server runs once; the listening socket it opened is closed (and its
     /// unix socket file removed) when the stop begins.
     public func run(classify: @escaping @Sendable (Request) -> Int,
+                    batches: @escaping @Sendable (Request) -> Bool = { _ in true },
                     overloaded: @escaping @Sendable (Request) -> Response,
                     report: @escaping @Sendable (FastCGIError) -> Void = { _ in },
                     makeHandler: @escaping @Sendable (_ worker: Int) -> any Handler) throws(FastCGIError) {
@@ -140,6 +143,7 @@ public final class Server: Sendable {
         // written with MSG_NOSIGNAL; this covers every other write of the process, as libfcgi's init did).
         signal(SIGPIPE, SIG_IGN)
         let dispatcher = try Dispatcher(listener: listener, lanes: lanes, limits: limits, open: open, classify: classify,
+                                        batches: batches,
                                         overloaded: overloaded, report: report)
         current.withLock { $0 = dispatcher }
         if stopping.load(ordering: .acquiring) { dispatcher.requestStop() }

@@ -68,8 +68,13 @@ final class PostgresStore: SessionStore, SecurityEventStore {
     /// so two batches that sign in the same users lock those rows in the same order and cannot deadlock.
     func signIns(_ batch: [(token: VerifiedToken, session: NewSession)]) throws -> [Result<SignInOutcome, any Error>] {
         guard batch.count > 1 else { return batch.map { item in Result { try signIn(item.token, item.session) } } }
-        let order = batch.indices.sorted { batch[$0].token.subject < batch[$1].token.subject }
-        let results = try runBatch(Queries.signIn, order.map { signInParameters(batch[$0].token, batch[$0].session) })
+        // By the bytes of google_sub (as PostgreSQL's unique index tells them apart), then by position.
+        let order = batch.indices.sorted { a, b in
+            let (x, y) = (batch[a].token.subject.utf8, batch[b].token.subject.utf8)
+            return x.elementsEqual(y) ? a < b : x.lexicographicallyPrecedes(y)
+        }
+        let results = try runBatch(Queries.signIn, order.map { signInParameters(batch[$0].token, batch[$0].session) },
+                                   waitsOnRows: true)
         var outcomes = [Result<SignInOutcome, any Error>?](repeating: nil, count: batch.count)
         for (index, result) in zip(order, results) {
             switch result {
@@ -210,9 +215,10 @@ final class PostgresStore: SessionStore, SecurityEventStore {
     }
 
     /// `run` for a batch (`Connection.executeBatch`): a lost connection is re-established and the batch run once more.
-    private func runBatch(_ statement: Statement, _ batch: [[any SQLParameter]]) throws(StoreError) -> [Result<Rows, StoreError>] {
+    private func runBatch(_ statement: Statement, _ batch: [[any SQLParameter]],
+                          waitsOnRows: Bool = false) throws(StoreError) -> [Result<Rows, StoreError>] {
         try onceMore(statement.name) { (connection) throws(StoreError) -> [Result<Rows, StoreError>] in
-            try connection.executeBatch(statement, batch)
+            try connection.executeBatch(statement, batch, waitsOnRows: waitsOnRows)
         }
     }
 

@@ -53,7 +53,7 @@ public enum Serve {
         do {
             let service = Service(configuration: configuration, tokens: keys, log: log, clock: clock, metrics: metrics,
                                   samples: { [server] in samples(of: server) })
-            try server.run(classify: lane(of:), overloaded: { _ in overloadedResponse },
+            try server.run(classify: lane(of:), batches: batches(_:), overloaded: { _ in overloadedResponse },
                            report: { event in reportFastCGI(event, log: log) },
                            makeHandler: { _ in
                                Application(service: service, store: PostgresStore(configuration, log: log, metrics: metrics))
@@ -67,7 +67,8 @@ public enum Serve {
     /// The default lane (index 0) takes sign-ins and everything else; the checks lane (index 1) the requests
     /// a protected site or a monitor waits on, so a slow database under sign-ins never delays them. Both answer
     /// what is ready together (`Application.handle(batch:)`: one round trip for a batch's sign-ins, one for
-    /// its checks); only checks are quick enough for their worker to keep the reading to itself meanwhile.
+    /// its checks; `batches`); only checks are quick enough for their worker to keep the reading to itself
+    /// meanwhile.
     static func lanes(_ configuration: Configuration) -> [Lane] {
         [Lane(name: "default", workers: configuration.workers, queueLimit: 16 * configuration.workers, maxWait: .seconds(5),
               batch: 16),
@@ -78,6 +79,13 @@ public enum Serve {
     /// The lane of a request: 1 (checks) for the routes that must never queue behind sign-ins (`Route.isCheck`).
     @Sendable static func lane(of request: Request) -> Int {
         (try? Route.match(request))?.isCheck == true ? 1 : 0
+    }
+
+    /// What may be answered in a batch: the checks lane's requests, and of the default lane's only sign-ins (a
+    /// sign-out or a security event waiting on a lock must not hold up the answers of a batch).
+    @Sendable static func batches(_ request: Request) -> Bool {
+        guard let route = try? Route.match(request) else { return false }
+        return route == .signIn || route.isCheck
     }
 
     /// What the FastCGI server answers itself when a lane's queue is full or a request waited too long.

@@ -150,14 +150,19 @@ public final class Connection {
     /// (sign-ins run in `google_sub` order; `Queries.checkSession` takes none it waits for). Every item gets its own
     /// rows or its own error: a statement that fails aborts the ones queued after it (and rolls back what the
     /// ones before it wrote), and the aborted ones run again in the next pipeline, so a batch of n takes at
-    /// most n + 1 round trips however its statements fail; a failure that is no item's own (a timeout, the
-    /// server going away: `StoreError.isOutage`) is given to every item still pending at once. Throws only what
+    /// most n + 1 round trips however its statements fail. A failure that is no item's own (a timeout, the
+    /// server going away: `StoreError.isOutage`) is given to every item still pending at once. A lock not
+    /// granted, a deadlock or a serialization failure is one item's own only for statements that wait on rows
+    /// (`waitsOnRows`, another transaction holds that item's rows), and only once per call: a second one (a
+    /// table lock meets every statement) fails every pending item, so a batch waits at most two lock timeouts;
+    /// for statements that wait on no row such a failure can only be a table's lock, an outage. Throws only what
     /// every item would meet alike (the connection lost, a pipeline libpq and we disagree on): the caller may
-    /// run the whole batch again, so only batch statements that may run twice (items of an earlier round may
+    /// run the whole batch again, so only batch statements that may run twice (the round that was running may
     /// have committed). Behind
     /// a transaction pooler the timeouts lead the pipeline (SET LOCAL for its transaction) and the statement
     /// runs unnamed.
-    public func executeBatch(_ statement: Statement, _ batch: [[any SQLParameter]]) throws(StoreError) -> [Result<Rows, StoreError>] {
+    public func executeBatch(_ statement: Statement, _ batch: [[any SQLParameter]],
+                             waitsOnRows: Bool = false) throws(StoreError) -> [Result<Rows, StoreError>] {
         var results = [Result<Rows, StoreError>?](repeating: nil, count: batch.count)
         var texts: [[String?]] = []
         texts.reserveCapacity(batch.count)
@@ -176,6 +181,7 @@ public final class Connection {
         try ensureConnected()
         if pooler == .none { try prepareIfNeeded(statement) }
         var reprepared = false
+        var ownLockFailures = waitsOnRows ? 1 : 0
         while !pending.isEmpty {
             var again: [Int] = []
             var lostStatements = false
@@ -189,7 +195,12 @@ public final class Connection {
                     again.append(index)
                 case .failed(let error):
                     results[index] = .failure(error)
-                    if error.isOutage { outage = outage ?? error }
+                    if error.isOutage {
+                        outage = outage ?? error
+                    } else if error.isRetryable {
+                        // A lock, a deadlock, a lost race: this item's own while the budget lasts.
+                        if ownLockFailures == 0 { outage = outage ?? error } else { ownLockFailures -= 1 }
+                    }
                 case .aborted:
                     again.append(index)
                 }
@@ -197,7 +208,7 @@ public final class Connection {
             if let outage {
                 // A timeout, the server going away or out of resources: not this item's own fault, and what the
                 // others would meet too. They get it now (a 503 each) instead of one round trip, and one timeout,
-                // each. A lock not granted or a deadlock is the item's own (its rows): the others run again.
+                // each (and so is a lock failure past the budget above: a table's lock, not a row's).
                 for index in again { results[index] = .failure(outage) }
                 again = []
                 lostStatements = false

@@ -43,7 +43,7 @@ public struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
     /// A retryable failure that any statement would meet now (the connection, a timeout, the server out of
     /// resources or going down), as opposed to one that is a statement's own: a lock not granted, a deadlock, a
     /// serialization failure (another transaction holds or changed that statement's rows). In a batch, an outage
-    /// fails every pending item; a statement's own failure only that one.
+    /// fails every pending item; a statement's own failure only that one (`Connection.executeBatch`).
     public var isOutage: Bool {
         guard isRetryable else { return false }
         if code == .serializationFailure { return false }

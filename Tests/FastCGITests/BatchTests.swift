@@ -46,11 +46,12 @@ private final class Shared: Sendable {
 @Suite(.serialized) struct BatchTests {
     /// A server whose only lane batches up to `batch` requests, with one slot: while `/block` holds it, the
     /// requests that arrive wait in the lane's queue, and the next run takes them together.
-    private static func serve(_ dir: TempDir, batch: Int, shortBy: Int = 0, shared: Shared) throws -> RunningServer {
+    private static func serve(_ dir: TempDir, batch: Int, shortBy: Int = 0, shared: Shared,
+                              batches: @escaping @Sendable (Request) -> Bool = { _ in true }) throws -> RunningServer {
         let server = try Server(listen: .unix(dir.file("s")),
                                 lanes: [Lane(name: "checks", workers: 1, queueLimit: 64, maxWait: .seconds(30), batch: batch)],
                                 limits: Limits(maxBodyBytes: 64))
-        return RunningServer(server, makeHandler: { _ in
+        return RunningServer(server, batches: batches, makeHandler: { _ in
             BatchHandler(shared: shared, shortBy: shortBy)
         })
     }
@@ -87,6 +88,33 @@ private final class Shared: Sendable {
         try queued[2].send(params: ["DOCUMENT_URI": "/again"], keep: true)
         #expect(try queued[2].readResponse().body == Array("/again in 1".utf8))
         #expect(eventually { running.server.laneUsage.first?.running == 0 })
+    }
+
+    /// `Server.run`'s `batches` keeps a request out of batches: it runs alone when its turn comes, and the
+    /// ones that may join that waited around it still make one batch, in their order.
+    @Test func requestsThatMayNotJoinRunAloneAndTheOthersStillBatch() throws {
+        let dir = try TempDir()
+        let shared = Shared()
+        let running = try Self.serve(dir, batch: 8, shared: shared, batches: { !$0.path.hasPrefix("/alone") })
+        defer { running.stop() }
+        let holder = try Raw(unixPath: dir.file("s"))
+        try holder.send(params: ["DOCUMENT_URI": "/block"], keep: true)
+        try #require(shared.entered.wait(for: 1))
+        let paths = ["/alone0", "/r0", "/alone1", "/r1", "/r2"]
+        var queued: [Raw] = []
+        for path in paths {
+            let connection = try Raw(unixPath: dir.file("s"))
+            try connection.send(params: ["DOCUMENT_URI": path], keep: true)
+            queued.append(connection)
+        }
+        try #require(eventually { running.server.laneUsage.first?.waiting == paths.count })
+        shared.release.signal()
+        _ = try holder.readResponse()
+        let bodies = try queued.map { try String(decoding: $0.readResponse().body, as: UTF8.self) }
+        #expect(bodies == ["/alone0 in 1", "/r0 in 3", "/alone1 in 1", "/r1 in 3", "/r2 in 3"])
+        // /block, /alone0 (the oldest), then /r0 with the two others that may join, then /alone1.
+        #expect(shared.sizes.withLock { $0 } == [1, 1, 3, 1])
+        #expect(eventually { running.server.laneUsage.first?.waiting == 0 && running.server.laneUsage.first?.running == 0 })
     }
 
     @Test func aBatchIsNeverLargerThanTheLaneSays() throws {

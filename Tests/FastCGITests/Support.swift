@@ -127,10 +127,15 @@ final class RunningServer: Sendable {
         start { () throws(FastCGIError) in try server.run { _ in ClosureHandler(handler) } }
     }
 
-    /// Runs `server` with one lane, each worker's handler made by `makeHandler`.
-    init(_ server: Server, makeHandler: @escaping @Sendable (Int) -> any Handler) {
+    /// Runs `server` with one lane, each worker's handler made by `makeHandler`; `batches` as `Server.run`'s.
+    init(_ server: Server, batches: @escaping @Sendable (Request) -> Bool = { _ in true },
+         makeHandler: @escaping @Sendable (Int) -> any Handler) {
         self.server = server
-        start { () throws(FastCGIError) in try server.run(makeHandler: makeHandler) }
+        start { () throws(FastCGIError) in
+            try server.run(classify: { _ in 0 }, batches: batches,
+                           overloaded: { _ in Response(status: 503, contentType: "text/plain", body: "overloaded\n") },
+                           makeHandler: makeHandler)
+        }
     }
 
     /// Runs `server` with lanes: `classify` picks the lane, and a request of lane N is answered by `handlers[N]`.

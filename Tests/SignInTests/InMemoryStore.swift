@@ -63,6 +63,8 @@ final class InMemoryStore: SessionStore, SecurityEventStore {
     private(set) var liveSessionBatches: [Int] = []
     /// The size of every `signIns` batch, in order.
     private(set) var signInBatches: [Int] = []
+    /// Subs whose sign-ins fail with a lock not granted (one item of a batch failing on its own).
+    var lockedSubs: Set<String> = []
 
     init(policy: SessionPolicy = SessionPolicy(lifetime: 30 * 86_400, idleTimeout: 7 * 86_400, maxSessionsPerUser: 100)) {
         self.policy = policy
@@ -128,7 +130,12 @@ final class InMemoryStore: SessionStore, SecurityEventStore {
     func signIns(_ batch: [(token: VerifiedToken, session: NewSession)]) throws -> [Result<SignInOutcome, any Error>] {
         try failIfAsked()
         signInBatches.append(batch.count)
-        return batch.map { item in Result { try signIn(item.token, item.session) } }
+        return batch.map { item in
+            Result {
+                if lockedSubs.contains(item.token.subject) { throw StoreError(.timedOut, sqlState: "55P03", "lock timeout") }
+                return try signIn(item.token, item.session)
+            }
+        }
     }
 
     func recordRefusedSignIn(reason: String, clientID: String?, ip: String?, userAgent: String?) throws {

@@ -251,6 +251,29 @@ import TestSupport
         #expect(try sql.query("SELECT count(*) FROM signin.sessions")[0, 0] == "1")
     }
 
+    /// A batch of sign-ins after the connection was lost runs once on a new one; a batch run again after its
+    /// commit (its answer lost) meets its own token hashes: each item is a 503 to retry, and no second session.
+    @Test func aBatchOfSignInsRunsOnceAfterALostConnectionAndNeverOpensASessionTwice() throws {
+        let db = try TestDatabase.migrated("pg_batch_reconnect")
+        let store = Self.store(db)
+        _ = try store.signIn(verifiedToken(sub: "sub-x"), Self.session())
+        let sql = try db.connect()
+        try sql.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()", [db.name])
+        let batch = ["sub-y", "sub-x", "sub-z"].map { (token: verifiedToken(sub: $0), session: Self.session()) }
+        let first = try store.signIns(batch).map { result -> Bool in if case .success(.signedIn) = result { true } else { false } }
+        #expect(first == [true, true, true])
+        #expect(try sql.query("SELECT count(*) FROM signin.sessions")[0, 0] == "4")
+        let again = try store.signIns(batch)
+        for result in again {
+            guard case .failure(let error as StoreError) = result else {
+                Issue.record("expected a retryable failure, got \(result)")
+                continue
+            }
+            #expect(error.code == .connectionLost && error.isRetryable)
+        }
+        #expect(try sql.query("SELECT count(*) FROM signin.sessions")[0, 0] == "4")
+    }
+
     @Test func operatorStatementsListRevokeAndPrune() throws {
         let db = try TestDatabase.migrated("pg_operator")
         let store = Self.store(db)

@@ -110,6 +110,19 @@ extension Response {
 }
 
 @Suite struct RoutingTests {
+    /// The lanes `tokensignin serve` runs, and what may go in a batch: every check-lane request, and of the
+    /// default lane's only sign-ins.
+    @Test(arguments: [
+        ("POST", "/tokensignin", 0, true), ("GET", "/auth/session", 1, true), ("GET", "/healthz", 1, true),
+        ("GET", "/metrics", 1, true), ("POST", "/tokensignout", 0, false), ("GET", "/sessions", 0, false),
+        ("DELETE", "/sessions/7", 0, false), ("POST", "/risc", 0, false), ("GET", "/nowhere", 0, false),
+        ("GET", "/tokensignin", 0, false),
+    ] as [(String, String, Int, Bool)])
+    func lanesAndBatches(method: String, path: String, lane: Int, batches: Bool) {
+        let request = RouteHarness.make(method, path)
+        #expect(Serve.lane(of: request) == lane && Serve.batches(request) == batches)
+    }
+
     /// (method, path, status, Allow)
     @Test(arguments: [
         ("GET", "/tokensignin", 405, "POST"), ("PUT", "/tokensignin", 405, "POST"),
@@ -867,6 +880,19 @@ extension Response {
         let again = h.app.handle(batch: [Self.signIn("expired"), Self.signIn("good-bob")])
         #expect(again.map(\.status) == [401, 200])
         #expect(h.store.signInBatches == [1] && h.store.sessions.count == 2)
+    }
+
+    /// One sign-in of the batch failing on its own (its user's row locked): that one is 503, the others are
+    /// answered as alone, each at its own position.
+    @Test func oneSignInFailingOnItsOwnLeavesTheOthersAnswered() throws {
+        let h = try RouteHarness()
+        h.store.lockedSubs = ["bob"]
+        let answers = h.app.handle(batch: [Self.signIn("good-ada"), Self.signIn("good-bob"), Self.signIn("good-eve")])
+        #expect(answers.map(\.status) == [200, 503, 200])
+        #expect(answers[1].header("Retry-After") != nil && answers[1].headers("Set-Cookie").isEmpty)
+        let subs = answers.map { ($0.json["user"] as? [String: Any])?["sub"] as? String }
+        #expect(subs == ["ada", nil, "eve"])
+        #expect(h.store.sessions.count == 2 && h.store.signInBatches == [3])
     }
 
     @Test func theDatabaseDownFailsEverySignInOfTheBatchWith503AndOpensNothing() throws {

@@ -52,16 +52,27 @@ import TestSupport
         #expect(try connection.query("SELECT 1")[0, 0] == "1")
     }
 
-    /// Raises `state` for the item whose value is 'fail', returns the value for the others.
+    /// Raises `state` for the items whose value starts with 'fail', returns the value for the others; every call
+    /// counts in the sequence `<name>_calls` (not rolled back with the batch's transaction).
     private static func failing(_ connection: Connection, _ name: String, state: String) throws -> Statement {
         try connection.run(script: """
+            DROP SEQUENCE IF EXISTS \(name)_calls; CREATE SEQUENCE \(name)_calls;
             CREATE OR REPLACE FUNCTION \(name)(value text) RETURNS text LANGUAGE plpgsql AS $$
             BEGIN
-                IF value = 'fail' THEN RAISE EXCEPTION 'refused' USING ERRCODE = '\(state)'; END IF;
+                PERFORM nextval('\(name)_calls');
+                IF value LIKE 'fail%' THEN RAISE EXCEPTION 'refused' USING ERRCODE = '\(state)'; END IF;
                 RETURN value;
             END $$
             """)
         return Statement(name: name, sql: "SELECT \(name)($1::text)")
+    }
+
+    private static func calls(_ connection: Connection, _ name: String) throws -> String? {
+        try connection.query("SELECT CASE WHEN is_called THEN last_value ELSE 0 END::text FROM \(name)_calls")[0, 0]
+    }
+
+    private static func drop(_ connection: Connection, _ name: String) {
+        try? connection.run(script: "DROP FUNCTION \(name)(text); DROP SEQUENCE \(name)_calls")
     }
 
     /// A failure that is no item's own (a statement timeout, the server out of resources) is what the other
@@ -71,8 +82,8 @@ import TestSupport
         let connection = try Connection(conninfo: "", pooler: pooler)
         let name = "batch_outage_\(pooler.rawValue)_\(state.lowercased())"
         let statement = try Self.failing(connection, name, state: state)
-        defer { try? connection.run(script: "DROP FUNCTION \(name)(text)") }
-        let results = try connection.executeBatch(statement, [["a"], ["fail"], ["b"], ["c"]])
+        defer { Self.drop(connection, name) }
+        let results = try connection.executeBatch(statement, [["a"], ["fail"], ["b"], ["c"]], waitsOnRows: true)
         for result in results {
             guard case .failure(let error) = result else {
                 Issue.record("expected \(state), got \(result)")
@@ -80,21 +91,50 @@ import TestSupport
             }
             #expect(error.sqlState == state && error.isRetryable && error.isOutage)
         }
+        #expect(try Self.calls(connection, name) == "2")  // one round: a, then the failing one
         #expect(Self.values(try connection.executeBatch(statement, [["a"], ["b"]])) == ["a", "b"])
     }
 
-    /// A lock not granted, a deadlock or a serialization failure is the one statement's (another transaction
-    /// holds or changed its rows): it gets the error, a 503, and the batch's others run again and succeed.
+    /// A lock not granted, a deadlock or a serialization failure of a statement that waits on rows (a sign-in)
+    /// is that statement's own (another transaction holds or changed its rows): it gets the error, a 503, and
+    /// the batch's others run again and succeed.
     @Test(arguments: Pooler.allCases, ["55P03", "40P01", "40001"])
-    func aLockFailureIsTheItemsOwn(pooler: Pooler, state: String) throws {
+    func aLockFailureOfAStatementThatWaitsOnRowsIsTheItemsOwn(pooler: Pooler, state: String) throws {
         let connection = try Connection(conninfo: "", pooler: pooler)
         let name = "batch_lock_\(pooler.rawValue)_\(state.lowercased())"
         let statement = try Self.failing(connection, name, state: state)
-        defer { try? connection.run(script: "DROP FUNCTION \(name)(text)") }
-        let results = try connection.executeBatch(statement, [["a"], ["fail"], ["b"], ["c"]])
+        defer { Self.drop(connection, name) }
+        let results = try connection.executeBatch(statement, [["a"], ["fail"], ["b"], ["c"]], waitsOnRows: true)
         #expect(Self.values(results) == ["a", nil, "b", "c"])
         guard case .failure(let error) = results[1] else { return }
         #expect(error.sqlState == state && error.isRetryable && !error.isOutage)
+    }
+
+    /// Once per batch only: a second lock failure in the same call (a table's lock meets every statement) fails
+    /// every pending item, so the batch waits two lock timeouts at most, not one per item. Counted in calls: two
+    /// rounds, not one per item.
+    @Test(arguments: Pooler.allCases)
+    func aSecondLockFailureFailsEveryPendingItem(pooler: Pooler) throws {
+        let connection = try Connection(conninfo: "", pooler: pooler)
+        let name = "batch_locks_\(pooler.rawValue)"
+        let statement = try Self.failing(connection, name, state: "55P03")
+        defer { Self.drop(connection, name) }
+        let results = try connection.executeBatch(statement, [["fail0"], ["fail1"], ["fail2"], ["fail3"]], waitsOnRows: true)
+        #expect(results.allSatisfy { if case .failure(let error) = $0 { error.sqlState == "55P03" } else { false } })
+        #expect(try Self.calls(connection, name) == "2")
+    }
+
+    /// For statements that wait on no row (the session check), a lock not granted can only be a table's lock: it
+    /// fails every pending item at once, in one round.
+    @Test(arguments: Pooler.allCases)
+    func aLockFailureOfAStatementThatWaitsOnNoRowFailsEveryPendingItem(pooler: Pooler) throws {
+        let connection = try Connection(conninfo: "", pooler: pooler)
+        let name = "batch_table_lock_\(pooler.rawValue)"
+        let statement = try Self.failing(connection, name, state: "55P03")
+        defer { Self.drop(connection, name) }
+        let results = try connection.executeBatch(statement, [["a"], ["fail"], ["b"], ["c"]])
+        #expect(results.allSatisfy { if case .failure(let error) = $0 { error.sqlState == "55P03" } else { false } })
+        #expect(try Self.calls(connection, name) == "2")
     }
 
     @Test(arguments: Pooler.allCases)
