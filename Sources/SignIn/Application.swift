@@ -75,7 +75,9 @@ final class Application: Handler {
 
     /// Answers one request; every failure goes through `Failure` and every request through `LogLine`.
     func handle(_ request: Request) -> Response {
-        handle(request, prior: nil, since: ContinuousClock.now)
+        let (response, line) = answer(request, prior: nil, since: ContinuousClock.now)
+        if let line { log.write(lines: [line]) }
+        return response
     }
 
     /// What `handle(batch:)` settled for a request before answering it.
@@ -90,14 +92,22 @@ final class Application: Handler {
 
     /// Answers requests that arrived together (a batching lane's): their session checks are looked up in one
     /// store call, and their sign-ins, each token verified on its own, opened in one (a round trip each for the
-    /// database); every request is then answered, logged and counted as `handle` does.
+    /// database); every request is then answered, logged and counted as `handle` does, the log lines written
+    /// together.
     func handle(batch requests: [Request]) -> [Response] {
         let started = ContinuousClock.now
         let routes = requests.map { try? Route.match($0) }
         var priors = [Prior?](repeating: nil, count: requests.count)
         lookUpSessions(requests, routes, into: &priors)
         openSessions(requests, routes, into: &priors)
-        return requests.indices.map { handle(requests[$0], prior: priors[$0], since: started) }
+        var lines: [String] = []
+        let responses = requests.indices.map { index in
+            let (response, line) = answer(requests[index], prior: priors[index], since: started)
+            if let line { lines.append(line) }
+            return response
+        }
+        log.write(lines: lines)
+        return responses
     }
 
     /// The batch's session checks, two or more of them, in one store call; one lookup per session (a page's
@@ -155,8 +165,9 @@ final class Application: Handler {
         for (item, outcome) in zip(admitted, outcomes) { priors[item.index] = .signIn(item.signIn, outcome) }
     }
 
-    /// `prior`: what `handle(batch:)` already did for it; `started`: when its handling began.
-    private func handle(_ request: Request, prior: Prior?, since started: ContinuousClock.Instant) -> Response {
+    /// The response and the log line (nil: not logged) of one request. `prior`: what `handle(batch:)` already
+    /// did for it; `started`: when its handling began.
+    private func answer(_ request: Request, prior: Prior?, since started: ContinuousClock.Instant) -> (Response, String?) {
         var line = LogLine()
         var route: Route?
         let response: Response
@@ -169,12 +180,12 @@ final class Application: Handler {
             line.failure = failure
             response = failure.response
         }
-        line.write(to: log, route: route, request: request, status: response.status, since: started)
+        let logged = line.text(for: log, route: route, request: request, status: response.status, since: started)
         metrics.request(route: route?.name ?? "none", status: response.status, reason: line.failure?.reason)
-        guard let id = Self.requestID(request) else { return response }
+        guard let id = Self.requestID(request) else { return (response, logged) }
         var answered = response
         answered.headers.append(("X-Request-Id", id))
-        return answered
+        return (answered, logged)
     }
 
     /// nginx's `$request_id` (the `REQUEST_ID` parameter the shipped snippets pass): 32 hex digits; anything
@@ -567,8 +578,9 @@ struct LogLine {
 
     /// Successful session checks and operators' probes are not logged (nginx's access log has them; every page
     /// view makes a check, and monitoring scrapes every few seconds).
-    func write(to log: Log, route: Route?, request: Request, status: Int, since started: ContinuousClock.Instant) {
-        if route?.isCheck == true && failure == nil { return }
+    /// The request's line for `Log.write(lines:)`, nil when it is not logged.
+    func text(for log: Log, route: Route?, request: Request, status: Int, since started: ContinuousClock.Instant) -> String? {
+        if route?.isCheck == true && failure == nil { return nil }
         let elapsed = ContinuousClock.now - started
         let micros = elapsed.components.seconds * 1_000_000 + elapsed.components.attoseconds / 1_000_000_000_000
         var all: [(String, String?)] = [
@@ -577,6 +589,6 @@ struct LogLine {
             ("reason", failure?.reason), ("sqlstate", failure?.sqlState), ("ip", request.remoteAddress),
         ]
         all += fields.map { ($0.0, Optional($0.1)) }
-        if failure?.isServerFault == true { log.error("request", all) } else { log.info("request", all) }
+        return log.line(failure?.isServerFault == true ? "error" : "info", "request", all)
     }
 }

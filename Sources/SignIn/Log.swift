@@ -4,8 +4,13 @@
 public struct Log: Sendable {
     public typealias Sink = @Sendable (String) -> Void
     private let sink: Sink
+    /// Several lines at once (a batch's request lines: one write to stderr); by default one `sink` call each.
+    private let sinkLines: @Sendable ([String]) -> Void
 
-    public init(sink: @escaping Sink) { self.sink = sink }
+    public init(sink: @escaping Sink, lines: (@Sendable ([String]) -> Void)? = nil) {
+        self.sink = sink
+        self.sinkLines = lines ?? { for line in $0 { sink(line) } }
+    }
 
     /// Logs `event` with its fields; values with spaces, quotes or `=` are quoted.
     public func info(_ event: String, _ fields: KeyValuePairs<String, String?> = [:]) { write("info", event, fields) }
@@ -20,7 +25,17 @@ public struct Log: Sendable {
         write(level, event, fields.map { ($0.key, $0.value) })
     }
 
+    /// Writes lines made by `line(_:_:_:)` together, in order.
+    func write(lines: [String]) {
+        if !lines.isEmpty { sinkLines(lines) }
+    }
+
     private func write(_ level: String, _ event: String, _ fields: [(String, String?)]) {
+        sink(line(level, event, fields))
+    }
+
+    /// The line `info` or `error` would write (`level` "info" or "error"), for `write(lines:)`.
+    func line(_ level: String, _ event: String, _ fields: [(String, String?)]) -> String {
         var line = "level="
         line.reserveCapacity(256)
         line.append(level)
@@ -33,7 +48,7 @@ public struct Log: Sendable {
             line.append("=")
             Self.appendQuoted(value, to: &line)
         }
-        sink(line)
+        return line
     }
 
     /// `value` as it is when it is plain printable ASCII without `"`, `=` or `\\`; otherwise in quotes, with

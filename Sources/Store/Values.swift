@@ -82,6 +82,8 @@ public struct SQLHexBytes: SQLParameter, Hashable {
 
 extension Rows {
     /// Decodes row `row` into a tuple of Swift values, one per column in order; the column count must match.
+    /// Inlinable so callers get it specialized for their types (no generic metadata looked up per row).
+    @inlinable
     public func decode<each T: SQLDecodable>(row: Int, as types: repeat (each T).Type) throws(StoreError) -> (repeat each T) {
         var count = 0
         for _ in repeat (each T).self { count += 1 }

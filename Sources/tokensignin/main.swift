@@ -46,13 +46,12 @@ private func environmentDictionary() -> [String: String] {
     return result
 }
 
-/// One log line on stderr: an RFC 3339 UTC timestamp, then the logfmt fields.
-private let standardErrorLog = Log { line in
+/// `ts=` and the current time in RFC 3339 UTC, to the second, and a space.
+private func stamp() -> String {
     var now = time(nil)
     var parts = tm()
     gmtime_r(&now, &parts)
     var text = "ts="
-    text.reserveCapacity(24 + line.utf8.count)
     func field(_ separator: String, _ value: Int32) {
         text.append(separator)
         if value < 10 { text.append("0") }
@@ -65,9 +64,25 @@ private let standardErrorLog = Log { line in
     field(":", parts.tm_min)
     field(":", parts.tm_sec)
     text.append("Z ")
+    return text
+}
+
+/// Log lines on stderr, each with its timestamp, then the logfmt fields; several lines in one write.
+private let standardErrorLog = Log(sink: { line in
+    var text = stamp()
     text.append(line)
     writeLine(2, text)
-}
+}, lines: { lines in
+    let prefix = stamp()
+    var text = ""
+    text.reserveCapacity(lines.reduce(0) { $0 + prefix.utf8.count + $1.utf8.count + 1 })
+    for (index, line) in lines.enumerated() {
+        if index > 0 { text.append("\n") }
+        text.append(prefix)
+        text.append(line)
+    }
+    writeLine(2, text)
+})
 
 let io = CommandIO(
     environment: environmentDictionary(),

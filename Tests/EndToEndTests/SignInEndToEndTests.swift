@@ -315,5 +315,9 @@ final class ConcurrentStatuses: @unchecked Sendable {
         let list = subs.map { "'\($0)'" }.joined(separator: ",")
         let rows = try stack.psql("SELECT count(DISTINCT u.id), count(*) FROM signin.sessions s JOIN signin.users u ON u.id = s.user_id WHERE u.google_sub IN (\(list))")
         #expect(rows == [["8", String(opened)]])
+        // A batch's log lines are written together, each a line of its own with its own stamp.
+        let log = stack.serverLog.split(separator: "\n")
+        #expect(log.allSatisfy { $0.hasPrefix("ts=") }, "\(log.first { !$0.hasPrefix("ts=") } ?? "")")
+        #expect(log.filter { $0.contains(" event=request route=sign_in method=POST status=200 ") }.count == opened)
     }
 }
