@@ -310,11 +310,19 @@ final class Application: Handler {
     // MARK: POST /tokensignin
 
     /// A sign-in whose token is verified, with the session it is to open.
-    private struct AdmittedSignIn {
-        var isWebForm: Bool
-        var token: VerifiedToken
-        var session: SessionToken
-        var newSession: NewSession
+    /// A class: a batch's `Prior`s stay small (a token's claims are many strings).
+    private final class AdmittedSignIn {
+        let isWebForm: Bool
+        let token: VerifiedToken
+        let session: SessionToken
+        let newSession: NewSession
+
+        init(isWebForm: Bool, token: VerifiedToken, session: SessionToken, newSession: NewSession) {
+            self.isWebForm = isWebForm
+            self.token = token
+            self.session = session
+            self.newSession = newSession
+        }
     }
 
     private func signIn(_ request: Request, _ line: inout LogLine, prior: Prior?) throws -> Response {
