@@ -309,8 +309,8 @@ final class Application: Handler {
 
     // MARK: POST /tokensignin
 
-    /// A sign-in whose token is verified, with the session it is to open.
-    /// A class: a batch's `Prior`s stay small (a token's claims are many strings).
+    /// A sign-in whose token is verified, with the session it is to open. A class, so a batch's `Prior`s stay
+    /// small (a token's claims are many strings).
     private final class AdmittedSignIn {
         let isWebForm: Bool
         let token: VerifiedToken
@@ -348,8 +348,7 @@ final class Application: Handler {
                                              cookieHeader: request.header("Cookie"))
         // Login CSRF: another site's page must not sign this browser into an attacker's account. The web
         // form is posted by Google's page (Origin https://accounts.google.com) and carries its CSRF pair.
-        if case .refused(let reason) = originCheck.decideTokenPost(origin: request.header("Origin"),
-                                                                                  webForm: parsed.isWebForm) {
+        if case .refused(let reason) = originCheck.decideTokenPost(origin: request.header("Origin"), webForm: parsed.isWebForm) {
             throw SignInError(.crossSite, reason)
         }
 
