@@ -180,7 +180,7 @@ final class Application: Handler {
             line.failure = failure
             response = failure.response
         }
-        let logged = line.text(for: log, route: route, request: request, status: response.status, since: started)
+        let logged = line.text(route: route, request: request, status: response.status, since: started)
         metrics.request(route: route?.name ?? "none", status: response.status, reason: line.failure?.reason)
         guard let id = Self.requestID(request) else { return (response, logged) }
         var answered = response
@@ -583,10 +583,10 @@ struct LogLine {
         set { if let newValue { fields.append((name, newValue)) } }
     }
 
-    /// Successful session checks and operators' probes are not logged (nginx's access log has them; every page
-    /// view makes a check, and monitoring scrapes every few seconds).
-    /// The request's line for `Log.write(lines:)`, nil when it is not logged.
-    func text(for log: Log, route: Route?, request: Request, status: Int, since started: ContinuousClock.Instant) -> String? {
+    /// The request's line for `Log.write(lines:)`; nil for successful session checks and operators' probes,
+    /// which are not logged (nginx's access log has them; every page view makes a check, and monitoring
+    /// scrapes every few seconds).
+    func text(route: Route?, request: Request, status: Int, since started: ContinuousClock.Instant) -> String? {
         if route?.isCheck == true && failure == nil { return nil }
         let elapsed = ContinuousClock.now - started
         let micros = elapsed.components.seconds * 1_000_000 + elapsed.components.attoseconds / 1_000_000_000_000
@@ -596,6 +596,6 @@ struct LogLine {
             ("reason", failure?.reason), ("sqlstate", failure?.sqlState), ("ip", request.remoteAddress),
         ]
         all += fields.map { ($0.0, Optional($0.1)) }
-        return log.line(failure?.isServerFault == true ? "error" : "info", "request", all)
+        return Log.line(failure?.isServerFault == true ? "error" : "info", "request", all)
     }
 }

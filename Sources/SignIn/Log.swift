@@ -25,17 +25,17 @@ public struct Log: Sendable {
         write(level, event, fields.map { ($0.key, $0.value) })
     }
 
-    /// Writes lines made by `line(_:_:_:)` together, in order.
+    /// Writes lines made by `Log.line(_:_:_:)` together, in order.
     func write(lines: [String]) {
         if !lines.isEmpty { sinkLines(lines) }
     }
 
     private func write(_ level: String, _ event: String, _ fields: [(String, String?)]) {
-        sink(line(level, event, fields))
+        sink(Self.line(level, event, fields))
     }
 
     /// The line `info` or `error` would write (`level` "info" or "error"), for `write(lines:)`.
-    func line(_ level: String, _ event: String, _ fields: [(String, String?)]) -> String {
+    static func line(_ level: String, _ event: String, _ fields: [(String, String?)]) -> String {
         var line = "level="
         line.reserveCapacity(256)
         line.append(level)

@@ -46,43 +46,21 @@ private func environmentDictionary() -> [String: String] {
     return result
 }
 
-/// `ts=` and the current time in RFC 3339 UTC, to the second, and a space.
-private func stamp() -> String {
-    var now = time(nil)
-    var parts = tm()
-    gmtime_r(&now, &parts)
-    var text = "ts="
-    func field(_ separator: String, _ value: Int32) {
-        text.append(separator)
-        if value < 10 { text.append("0") }
-        text.append(String(value))
-    }
-    text.append(String(parts.tm_year + 1900))
-    field("-", parts.tm_mon + 1)
-    field("-", parts.tm_mday)
-    field("T", parts.tm_hour)
-    field(":", parts.tm_min)
-    field(":", parts.tm_sec)
-    text.append("Z ")
-    return text
-}
-
-/// Log lines on stderr, each with its timestamp, then the logfmt fields; several lines in one write.
-private let standardErrorLog = Log(sink: { line in
-    var text = stamp()
-    text.append(line)
-    writeLine(2, text)
-}, lines: { lines in
-    let prefix = stamp()
+/// Log lines on stderr, each stamped with the time (RFC 3339 UTC, to the second), then the logfmt fields;
+/// several lines in one write.
+private func writeLog(_ lines: [String]) {
+    let stamp = "ts=" + RFC3339.format(unixSeconds: Int64(time(nil))) + " "
     var text = ""
-    text.reserveCapacity(lines.reduce(0) { $0 + prefix.utf8.count + $1.utf8.count + 1 })
+    text.reserveCapacity(lines.reduce(0) { $0 + stamp.utf8.count + $1.utf8.count + 1 })
     for (index, line) in lines.enumerated() {
         if index > 0 { text.append("\n") }
-        text.append(prefix)
+        text.append(stamp)
         text.append(line)
     }
     writeLine(2, text)
-})
+}
+
+private let standardErrorLog = Log(sink: { writeLog([$0]) }, lines: writeLog)
 
 let io = CommandIO(
     environment: environmentDictionary(),
