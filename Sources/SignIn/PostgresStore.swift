@@ -75,16 +75,11 @@ final class PostgresStore: SessionStore, SecurityEventStore {
         }
         let results = try runBatch(Queries.signIn, order.map { signInParameters(batch[$0].token, batch[$0].session) },
                                    waitsOnRows: true)
-        var outcomes = [Result<SignInOutcome, any Error>?](repeating: nil, count: batch.count)
-        for (index, result) in zip(order, results) {
-            switch result {
-            case .success(let rows):
-                do throws(StoreError) { outcomes[index] = .success(try Self.signInOutcome(from: rows)) } catch { outcomes[index] = .failure(error) }
-            case .failure(let error):
-                outcomes[index] = .failure(Self.signInFailure(error))
-            }
-        }
-        return outcomes.map { $0! }
+        let decoded = Self.decoded(results, Self.signInOutcome(from:), failure: Self.signInFailure)
+        // `order` is a permutation of the positions: every outcome goes back to its own request.
+        var outcomes = decoded
+        for (index, outcome) in zip(order, decoded) { outcomes[index] = outcome }
+        return outcomes
     }
 
     private func signInParameters(_ token: VerifiedToken, _ session: NewSession) -> [any SQLParameter] {
@@ -124,13 +119,18 @@ final class PostgresStore: SessionStore, SecurityEventStore {
     /// Every check in one pipeline (one round trip); a lost connection is re-established and the batch run once
     /// more, as for one statement.
     func liveSessions(_ hashes: [SessionToken.Hash]) throws -> [Result<LiveSession?, any Error>] {
-        let results = try runBatch(Queries.checkSession, hashes.map { [$0, idleTimeout] })
-        return results.map { result in
+        Self.decoded(try runBatch(Queries.checkSession, hashes.map { [$0, idleTimeout] }), Self.liveSession(from:))
+    }
+
+    /// Each item of a batch decoded by `decode`, or its error as `failure` makes it.
+    private static func decoded<T>(_ results: [Result<Rows, StoreError>], _ decode: (Rows) throws(StoreError) -> T,
+                                   failure: (StoreError) -> StoreError = { $0 }) -> [Result<T, any Error>] {
+        results.map { result in
             switch result {
             case .success(let rows):
-                do throws(StoreError) { return .success(try Self.liveSession(from: rows)) } catch { return .failure(error) }
+                do throws(StoreError) { return .success(try decode(rows)) } catch { return .failure(error) }
             case .failure(let error):
-                return .failure(error)
+                return .failure(failure(error))
             }
         }
     }

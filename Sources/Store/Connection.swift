@@ -195,11 +195,11 @@ public final class Connection {
                     again.append(index)
                 case .failed(let error):
                     results[index] = .failure(error)
-                    if error.isOutage {
+                    guard error.isRetryable else { break }
+                    if !error.isOutage && ownLockFailures > 0 {
+                        ownLockFailures -= 1  // a lock, a deadlock, a lost race: this item's own
+                    } else {
                         outage = outage ?? error
-                    } else if error.isRetryable {
-                        // A lock, a deadlock, a lost race: this item's own while the budget lasts.
-                        if ownLockFailures == 0 { outage = outage ?? error } else { ownLockFailures -= 1 }
                     }
                 case .aborted:
                     again.append(index)
