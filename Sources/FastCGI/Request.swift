@@ -6,15 +6,19 @@ import Glibc
 /// A request from the web server. Parameters are CGI/1.1 variables (nginx's `fastcgi_params`);
 /// bytes that are not UTF-8 are replaced with U+FFFD.
 public struct Request: Sendable {
-    /// Every FastCGI parameter the web server sent, by name (`REQUEST_METHOD`, `HTTP_COOKIE`, ...).
-    public let params: [String: String]
+    /// Every FastCGI parameter the web server sent, by name (`params["REQUEST_METHOD"]`, `HTTP_COOKIE`, ...).
+    public let params: Parameters
     /// The request body: at most `maxBodyBytes`; empty when `bodyTooLarge`.
     public let body: [UInt8]
     /// True when the body was longer than the server's `maxBodyBytes`; it was not read (answer 413).
     public let bodyTooLarge: Bool
 
     public init(params: [String: String], body: [UInt8] = [], bodyTooLarge: Bool = false) {
-        self.params = params
+        self.init(parameters: Parameters(params), body: body, bodyTooLarge: bodyTooLarge)
+    }
+
+    init(parameters: Parameters, body: [UInt8], bodyTooLarge: Bool) {
+        self.params = parameters
         self.body = body
         self.bodyTooLarge = bodyTooLarge
     }
@@ -69,7 +73,7 @@ public struct Request: Sendable {
             }
         }
         let upper = bytes[5...]
-        if upper.elementsEqual("CONTENT_TYPE".utf8) || upper.elementsEqual("CONTENT_LENGTH".utf8) {
+        if (upper.count == 12 && upper.elementsEqual("CONTENT_TYPE".utf8)) || (upper.count == 14 && upper.elementsEqual("CONTENT_LENGTH".utf8)) {
             return String(decoding: upper, as: UTF8.self)
         }
         return String(decoding: bytes, as: UTF8.self)
@@ -79,4 +83,77 @@ public struct Request: Sendable {
         guard let value = params[name], !value.isEmpty else { return nil }
         return value
     }
+}
+
+/// A request's FastCGI parameters as they came: the PARAMS bytes and where each name and value lies in them.
+/// A value is made into a String only when it is asked for (a request carries ~25 parameters, a handler reads
+/// about ten). As nginx means them, the last of two parameters with one name wins (a `fastcgi_param` after
+/// `include fastcgi_params` overrides), except `HTTP_COOKIE`: nginx sends one per `Cookie` header line, and
+/// together they are one header (joined with "; ", first line first). Bounded by the parser's limits: a lookup
+/// looks at every name once.
+public struct Parameters: Sendable, Equatable {
+    private let bytes: [UInt8]
+    private let pairs: [(name: Range<Int>, value: Range<Int>)]
+
+    /// `pairs` index `bytes` (the parser checked every range).
+    init(bytes: [UInt8], pairs: [(name: Range<Int>, value: Range<Int>)]) {
+        self.bytes = bytes
+        self.pairs = pairs
+    }
+
+    static let none = Parameters(bytes: [], pairs: [])
+
+    /// Parameters with these names and values (for tests and for requests not read from a socket).
+    public init(_ dictionary: [String: String]) {
+        var bytes: [UInt8] = []
+        var pairs: [(name: Range<Int>, value: Range<Int>)] = []
+        for (name, value) in dictionary.sorted(by: { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }) {
+            let nameStart = bytes.count
+            bytes.append(contentsOf: name.utf8)
+            let valueStart = bytes.count
+            bytes.append(contentsOf: value.utf8)
+            pairs.append((nameStart..<valueStart, valueStart..<bytes.count))
+        }
+        self.init(bytes: bytes, pairs: pairs)
+    }
+
+    /// The value of the parameter `name` (exact bytes), or nil when the web server sent none.
+    public subscript(name: String) -> String? {
+        var name = name
+        return name.withUTF8 { key -> String? in
+            bytes.withUnsafeBufferPointer { all -> String? in
+                guard let base = all.baseAddress else { return nil }
+                func matches(_ range: Range<Int>) -> Bool {
+                    range.count == key.count && (key.isEmpty || memcmp(base + range.lowerBound, key.baseAddress!, key.count) == 0)
+                }
+                func text(_ range: Range<Int>) -> String { String(decoding: UnsafeBufferPointer(rebasing: all[range]), as: UTF8.self) }
+                let isCookie = key.count == Self.cookie.count
+                    && Self.cookie.withUnsafeBufferPointer { memcmp($0.baseAddress!, key.baseAddress!, key.count) == 0 }
+                if isCookie {
+                    var joined: String?
+                    for pair in pairs where matches(pair.name) {
+                        if joined == nil { joined = text(pair.value) } else { joined!.append("; "); joined!.append(text(pair.value)) }
+                    }
+                    return joined
+                }
+                for pair in pairs.reversed() where matches(pair.name) { return text(pair.value) }
+                return nil
+            }
+        }
+    }
+
+    private static let cookie = Array("HTTP_COOKIE".utf8)
+
+    /// Every parameter by name, each with the value a lookup gives.
+    public var dictionary: [String: String] {
+        var names = Set<String>()
+        for pair in pairs { names.insert(String(decoding: bytes[pair.name], as: UTF8.self)) }
+        var all: [String: String] = [:]
+        for name in names { all[name] = self[name] }
+        return all
+    }
+
+    public var count: Int { dictionary.count }
+
+    public static func == (a: Parameters, b: Parameters) -> Bool { a.dictionary == b.dictionary }
 }

@@ -93,7 +93,7 @@ package struct RequestParser {
     /// The delivered request was read to its end, so the connection can carry another one.
     package private(set) var canContinue = false
     private var paramBytes: [UInt8] = []
-    private var params: [String: String] = [:]
+    private var params = Parameters.none
     private var body: [UInt8] = []
     private var stdinBytes = 0
     private var declaredLength: ContentLength = .unknown
@@ -146,7 +146,7 @@ package struct RequestParser {
         phase = discardRest ? .discarding : .idle
         discardRest = false
         discarded = 0
-        params = [:]
+        params = Parameters.none
         body = []
     }
 
@@ -209,7 +209,7 @@ package struct RequestParser {
             canContinue = false
             phase = .params
             paramBytes.removeAll(keepingCapacity: true)
-            params = [:]
+            params = Parameters.none
             body = []
             stdinBytes = 0
             declaredLength = .unknown
@@ -266,33 +266,28 @@ package struct RequestParser {
     }
 
     private mutating func paramsComplete() -> ParserEvent? {
-        var decoded: [String: String] = [:]
-        decoded.reserveCapacity(32)
-        var count = 0
+        var pairs: [(name: Range<Int>, value: Range<Int>)] = []
+        pairs.reserveCapacity(32)
         let maxParams = limits.maxParams
+        var tooMany = false
         let wellFormed = paramBytes.withUnsafeBytes { bytes in
             NameValuePairs.forEach(in: bytes) { name, value in
-                count += 1
-                guard count <= maxParams else { return false }
-                let key = String(decoding: name, as: UTF8.self)
-                let text = String(decoding: value, as: UTF8.self)
-                if key == "HTTP_COOKIE", decoded[key] != nil {
-                    // nginx 1.22 sends one HTTP_COOKIE per Cookie header line: together they are one header
-                    // (appended in place: linear in the cookies' bytes however many lines there are).
-                    decoded[key]!.append("; ")
-                    decoded[key]!.append(text)
-                } else {
-                    // Otherwise the last value wins: a `fastcgi_param` after `include fastcgi_params` overrides.
-                    decoded[key] = text
+                guard pairs.count < maxParams else {
+                    tooMany = true
+                    return false
                 }
+                let nameStart = name.baseAddress.map { $0 - bytes.baseAddress! } ?? 0
+                let valueStart = value.baseAddress.map { $0 - bytes.baseAddress! } ?? nameStart + name.count
+                pairs.append((nameStart..<(nameStart + name.count), valueStart..<(valueStart + value.count)))
                 return true
             }
         }
-        guard count <= maxParams else { return fail(.tooManyParams, "more than \(maxParams) parameters") }
+        guard !tooMany else { return fail(.tooManyParams, "more than \(maxParams) parameters") }
         guard wellFormed else { return fail(.malformedParams, "a PARAMS length runs past the parameters") }
-        paramBytes.removeAll(keepingCapacity: paramBytes.capacity <= 16 * 1024)
-        params = decoded
-        declaredLength = ContentLength(decoded["CONTENT_LENGTH"])
+        // The bytes go with the request; the next request's PARAMS start a buffer of their own.
+        params = Parameters(bytes: paramBytes, pairs: pairs)
+        paramBytes = []
+        declaredLength = ContentLength(params["CONTENT_LENGTH"])
         switch declaredLength {
         case .tooLarge:
             return deliver(tooLarge: true, readToEnd: false)
@@ -331,8 +326,9 @@ package struct RequestParser {
         canContinue = keepRequested
         discardRest = !readToEnd
         strayRecords = 0
-        let request = tooLarge ? Request(params: params, body: [], bodyTooLarge: true) : Request(params: params, body: body)
-        params = [:]
+        let request = tooLarge ? Request(parameters: params, body: [], bodyTooLarge: true)
+            : Request(parameters: params, body: body, bodyTooLarge: false)
+        params = Parameters.none
         body = []
         return .request(request)
     }

@@ -228,6 +228,27 @@ package enum JSONPrecheck {
 /// JSON string content with its escapes decoded (RFC 8259 section 7): shared by the precheck's member names and
 /// the application's request bodies.
 package enum JSONString {
+    /// The index of the first byte at or after `start` that ends plain string content: `"`, `\\` or a control
+    /// character (below 0x20), and when `forOutput` also DEL and 0xE2 (the lead byte of U+2028 and U+2029, which
+    /// the encoder escapes); `bytes.count` when there is none. Sixteen bytes at a time: a token is ~1 KB of it.
+    package static func plainEnd(_ bytes: UnsafeRawBufferPointer, from start: Int, forOutput: Bool = false) -> Int {
+        var at = start
+        let count = bytes.count
+        while count - at >= 16 {
+            let chunk = bytes.loadUnaligned(fromByteOffset: at, as: SIMD16<UInt8>.self)
+            var stops = (chunk .== 0x22) .| (chunk .== 0x5C) .| (chunk .< 0x20)
+            if forOutput { stops = stops .| (chunk .== 0x7F) .| (chunk .== 0xE2) }
+            if any(stops) { break }
+            at += 16
+        }
+        while at < count {
+            let byte = bytes[at]
+            if byte == 0x22 || byte == 0x5C || byte < 0x20 || (forOutput && (byte == 0x7F || byte == 0xE2)) { return at }
+            at += 1
+        }
+        return count
+    }
+
     /// Appends the UTF-8 of the string content `bytes[start..<end]` (between the quotes) to `out`, escapes decoded.
     /// False for an invalid escape, a lone surrogate or a truncated `\u`. Linear in `end - start`.
     package static func unescape(_ bytes: UnsafeRawBufferPointer, _ start: Int, _ end: Int, into out: inout [UInt8]) -> Bool {

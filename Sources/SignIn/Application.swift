@@ -75,7 +75,8 @@ final class Application: Handler {
 
     /// Answers one request; every failure goes through `Failure` and every request through `LogLine`.
     func handle(_ request: Request) -> Response {
-        let (response, line) = answer(request, prior: nil, since: ContinuousClock.now)
+        let (response, line) = answer(request, Result { () throws(SignInError) in try Route.match(request) }, prior: nil,
+                                      since: ContinuousClock.now)
         if let line { log.write(lines: [line]) }
         return response
     }
@@ -96,13 +97,14 @@ final class Application: Handler {
     /// together.
     func handle(batch requests: [Request]) -> [Response] {
         let started = ContinuousClock.now
-        let routes = requests.map { try? Route.match($0) }
+        let matches = requests.map { request in Result { () throws(SignInError) in try Route.match(request) } }
+        let routes = matches.map { try? $0.get() }
         var priors = [Prior?](repeating: nil, count: requests.count)
         lookUpSessions(requests, routes, into: &priors)
         openSessions(requests, routes, into: &priors)
         var lines: [String] = []
         let responses = requests.indices.map { index in
-            let (response, line) = answer(requests[index], prior: priors[index], since: started)
+            let (response, line) = answer(requests[index], matches[index], prior: priors[index], since: started)
             if let line { lines.append(line) }
             return response
         }
@@ -165,14 +167,15 @@ final class Application: Handler {
         for (item, outcome) in zip(admitted, outcomes) { priors[item.index] = .signIn(item.signIn, outcome) }
     }
 
-    /// The response and the log line (nil: not logged) of one request. `prior`: what `handle(batch:)` already
-    /// did for it; `started`: when its handling began.
-    private func answer(_ request: Request, prior: Prior?, since started: ContinuousClock.Instant) -> (Response, String?) {
+    /// The response and the log line (nil: not logged) of one request. `match`: its route (`Route.match`);
+    /// `prior`: what `handle(batch:)` already did for it; `started`: when its handling began.
+    private func answer(_ request: Request, _ match: Result<Route, SignInError>, prior: Prior?,
+                        since started: ContinuousClock.Instant) -> (Response, String?) {
         var line = LogLine()
         var route: Route?
         let response: Response
         do {
-            let matched = try Route.match(request)
+            let matched = try match.get()
             route = matched
             response = try respond(matched, request, &line, prior: prior)
         } catch {
@@ -180,9 +183,10 @@ final class Application: Handler {
             line.failure = failure
             response = failure.response
         }
-        let logged = line.text(route: route, request: request, status: response.status, since: started)
+        let id = Self.requestID(request)
+        let logged = line.text(route: route, request: request, requestID: id, status: response.status, since: started)
         metrics.request(route: route?.name ?? "none", status: response.status, reason: line.failure?.reason)
-        guard let id = Self.requestID(request) else { return (response, logged) }
+        guard let id else { return (response, logged) }
         var answered = response
         answered.headers.append(("X-Request-Id", id))
         return (answered, logged)
@@ -394,15 +398,21 @@ final class Application: Handler {
             if admitted.isWebForm {
                 return .seeOther(configuration.signInRedirect, headers: [cookie])
             }
-            let user: JSONValue = .object([
-                ("id", .int(signedIn.userID)), ("sub", .string(token.subject)), ("email", .string(token.email)),
-                ("email_verified", .bool(token.emailVerified)), ("name", .string(token.name)),
-                ("picture", .string(token.picture)), ("created", .bool(signedIn.created)),
-            ])
-            return .json(.object([
-                ("user", user),
-                ("session", .object([("token", .string(session.value)), ("expires_at", .string(signedIn.expiresAt.rfc3339))])),
-            ]), headers: [cookie])
+            var body = JSONObjectWriter(capacity: 512)
+            body.object("user") { user in
+                user.int("id", signedIn.userID)
+                user.string("sub", token.subject)
+                user.string("email", token.email)
+                user.bool("email_verified", token.emailVerified)
+                user.string("name", token.name)
+                user.string("picture", token.picture)
+                user.bool("created", signedIn.created)
+            }
+            body.object("session") { session in
+                session.string("token", admitted.session.value)
+                session.string("expires_at", signedIn.expiresAt.rfc3339)
+            }
+            return .json(encoded: body.finished(), headers: [cookie])
         }
     }
 
@@ -586,13 +596,13 @@ struct LogLine {
     /// The request's line for `Log.write(lines:)`; nil for successful session checks and operators' probes,
     /// which are not logged (nginx's access log has them; every page view makes a check, and monitoring
     /// scrapes every few seconds).
-    func text(route: Route?, request: Request, status: Int, since started: ContinuousClock.Instant) -> String? {
+    func text(route: Route?, request: Request, requestID: String?, status: Int, since started: ContinuousClock.Instant) -> String? {
         if route?.isCheck == true && failure == nil { return nil }
         let elapsed = ContinuousClock.now - started
         let micros = elapsed.components.seconds * 1_000_000 + elapsed.components.attoseconds / 1_000_000_000_000
         var all: [(String, String?)] = [
             ("route", route?.name ?? "none"), ("method", request.method), ("status", String(status)),
-            ("duration_us", String(micros)), ("request_id", Application.requestID(request)),
+            ("duration_us", String(micros)), ("request_id", requestID),
             ("reason", failure?.reason), ("sqlstate", failure?.sqlState), ("ip", request.remoteAddress),
         ]
         all += fields.map { ($0.0, Optional($0.1)) }

@@ -39,7 +39,14 @@ public enum Cookies {
     /// a programming error and traps rather than emit a header a client could misparse.
     public static func sessionCookie(name: String, token: String, maxAge: Int64) -> String {
         precondition(isCookieName(name) && isCookieValue(token), "cookie name or value outside RFC 6265")
-        return "\(name)=\(token); Path=/; Max-Age=\(max(maxAge, 0)); Secure; HttpOnly; SameSite=Lax"
+        var cookie = name
+        cookie.reserveCapacity(name.utf8.count + token.utf8.count + 64)
+        cookie.append("=")
+        cookie.append(token)
+        cookie.append("; Path=/; Max-Age=")
+        cookie.append(String(max(maxAge, 0)))
+        cookie.append("; Secure; HttpOnly; SameSite=Lax")
+        return cookie
     }
 
     /// A cookie that makes the browser drop the session cookie (empty value, `Max-Age=0`), with the same

@@ -36,40 +36,46 @@ public struct Log: Sendable {
 
     /// The line `info` or `error` would write (`level` "info" or "error"), for `write(lines:)`.
     static func line(_ level: String, _ event: String, _ fields: [(String, String?)]) -> String {
-        var line = "level="
+        // Assembled as bytes, made a String once: appending to a String costs more per piece.
+        var line: [UInt8] = []
         line.reserveCapacity(256)
-        line.append(level)
-        line.append(" event=")
-        line.append(event)
+        line.append(contentsOf: "level=".utf8)
+        line.append(contentsOf: level.utf8)
+        line.append(contentsOf: " event=".utf8)
+        line.append(contentsOf: event.utf8)
         for (key, value) in fields {
             guard let value else { continue }
-            line.append(" ")
-            line.append(key)
-            line.append("=")
+            line.append(UInt8(ascii: " "))
+            line.append(contentsOf: key.utf8)
+            line.append(UInt8(ascii: "="))
             Self.appendQuoted(value, to: &line)
         }
-        return line
+        return String(decoding: line, as: UTF8.self)
     }
 
     /// `value` as it is when it is plain printable ASCII without `"`, `=` or `\\`; otherwise in quotes, with
     /// quotes, backslashes and control characters escaped.
-    static func appendQuoted(_ value: String, to out: inout String) {
-        let plain = !value.isEmpty && value.utf8.allSatisfy { $0 > 0x20 && $0 < 0x7f && $0 != 0x22 && $0 != 0x3d && $0 != 0x5c }
+    static func appendQuoted(_ value: String, to out: inout [UInt8]) {
+        var value = value
+        let plain = value.withUTF8 { bytes in
+            !bytes.isEmpty && bytes.allSatisfy { $0 > 0x20 && $0 < 0x7f && $0 != 0x22 && $0 != 0x3d && $0 != 0x5c }
+        }
         if plain {
-            out.append(value)
+            out.append(contentsOf: value.utf8)
             return
         }
-        out.append("\"")
+        var quoted = "\""
         for scalar in value.unicodeScalars {
             switch scalar {
-            case "\"": out.append("\\\"")
-            case "\\": out.append("\\\\")
-            case "\n": out.append("\\n")
-            case "\r": out.append("\\r")
+            case "\"": quoted.append("\\\"")
+            case "\\": quoted.append("\\\\")
+            case "\n": quoted.append("\\n")
+            case "\r": quoted.append("\\r")
             default:
-                if scalar.value < 0x20 || scalar.value == 0x7f { out.append("\\u{\(String(scalar.value, radix: 16))}") } else { out.unicodeScalars.append(scalar) }
+                if scalar.value < 0x20 || scalar.value == 0x7f { quoted.append("\\u{\(String(scalar.value, radix: 16))}") } else { quoted.unicodeScalars.append(scalar) }
             }
         }
-        out.append("\"")
+        quoted.append("\"")
+        out.append(contentsOf: quoted.utf8)
     }
 }

@@ -1,15 +1,24 @@
 // HTTP answers: builders over FastCGI's Response, the documented error codes, a small JSON encoder, RFC 3339.
 
 import FastCGI
+import IDToken
 
 /// Builders for the answers the routes give; `Response` is FastCGI's (the one reply type).
 extension Response {
     /// A JSON answer with `Content-Type: application/json` and `Cache-Control: no-store`, then `headers`
     /// (e.g. `Set-Cookie`).
     static func json(status: Int = 200, _ value: JSONValue, headers: [(name: String, value: String)] = []) -> Response {
-        var body = value.encoded()
+        json(status: status, encoded: value.encoded(), headers: headers)
+    }
+
+    /// `json` of a body already encoded (`JSONObjectWriter`). Room is left for one more header (`X-Request-Id`).
+    static func json(status: Int = 200, encoded: [UInt8], headers: [(name: String, value: String)] = []) -> Response {
+        var body = encoded
         body.append(UInt8(ascii: "\n"))
-        return Response(status: status, headers: jsonHeaders + headers, body: body)
+        var all = jsonHeaders
+        all.reserveCapacity(jsonHeaders.count + headers.count + 1)
+        all.append(contentsOf: headers)
+        return Response(status: status, headers: all, body: body)
     }
 
     /// `303 See Other` to `location` (the web form flow), `Cache-Control: no-store`, then `headers`.
@@ -71,6 +80,58 @@ public enum ErrorCode: String, Sendable, CaseIterable {
     }
 }
 
+/// A JSON object written member by member straight into bytes, exactly as `JSONValue.object` encodes the same
+/// members, for the answer every sign-in gets (no tree of values built first).
+struct JSONObjectWriter {
+    private(set) var bytes: [UInt8]
+    private var needsComma = false
+
+    init(capacity: Int = 256) {
+        bytes = []
+        bytes.reserveCapacity(capacity)
+        bytes.append(UInt8(ascii: "{"))
+    }
+
+    private mutating func key(_ name: String) {
+        if needsComma { bytes.append(UInt8(ascii: ",")) }
+        JSONValue.writeString(name, into: &bytes)
+        bytes.append(UInt8(ascii: ":"))
+        needsComma = true
+    }
+
+    /// A string member, `null` when nil.
+    mutating func string(_ name: String, _ value: String?) {
+        key(name)
+        if let value { JSONValue.writeString(value, into: &bytes) } else { bytes.append(contentsOf: "null".utf8) }
+    }
+
+    mutating func int(_ name: String, _ value: Int64) {
+        key(name)
+        bytes.append(contentsOf: String(value).utf8)
+    }
+
+    mutating func bool(_ name: String, _ value: Bool) {
+        key(name)
+        bytes.append(contentsOf: (value ? "true" : "false").utf8)
+    }
+
+    /// An object member whose members `body` writes.
+    mutating func object(_ name: String, _ body: (inout JSONObjectWriter) -> Void) {
+        key(name)
+        bytes.append(UInt8(ascii: "{"))
+        needsComma = false
+        body(&self)
+        bytes.append(UInt8(ascii: "}"))
+        needsComma = true
+    }
+
+    /// The object's bytes, closed.
+    consuming func finished() -> [UInt8] {
+        bytes.append(UInt8(ascii: "}"))
+        return bytes
+    }
+}
+
 /// A JSON value to encode; objects keep their key order. Built by hand for the few small bodies we send.
 public indirect enum JSONValue: Sendable, Equatable {
     case null
@@ -129,7 +190,9 @@ public indirect enum JSONValue: Sendable, Equatable {
             // Runs of bytes that need no escape are copied as they are; one pass, no per-character work.
             var run = 0
             var index = 0
-            while index < bytes.count {
+            while true {
+                index = JSONString.plainEnd(UnsafeRawBufferPointer(bytes), from: index, forOutput: true)
+                guard index < bytes.count else { break }
                 let byte = bytes[index]
                 let escape: [UInt8]
                 var width = 1
@@ -178,8 +241,26 @@ public enum RFC3339 {
         let days = seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400
         let secondOfDay = seconds - days * 86_400
         let (year, month, day) = civil(fromDays: days)
-        return pad(year, 4) + "-" + pad(month, 2) + "-" + pad(day, 2) + "T"
-            + pad(secondOfDay / 3_600, 2) + ":" + pad(secondOfDay / 60 % 60, 2) + ":" + pad(secondOfDay % 60, 2) + "Z"
+        // 20 bytes written in place (every log line and session answer carries one).
+        return String(unsafeUninitializedCapacity: 20) { out in
+            var at = 0
+            func put(_ value: Int64, _ width: Int, then separator: UInt8) {
+                var rest = value
+                for index in stride(from: at + width - 1, through: at, by: -1) {
+                    out[index] = UInt8(ascii: "0") + UInt8(rest % 10)
+                    rest /= 10
+                }
+                out[at + width] = separator
+                at += width + 1
+            }
+            put(year, 4, then: UInt8(ascii: "-"))
+            put(month, 2, then: UInt8(ascii: "-"))
+            put(day, 2, then: UInt8(ascii: "T"))
+            put(secondOfDay / 3_600, 2, then: UInt8(ascii: ":"))
+            put(secondOfDay / 60 % 60, 2, then: UInt8(ascii: ":"))
+            put(secondOfDay % 60, 2, then: UInt8(ascii: "Z"))
+            return at
+        }
     }
 
     /// Proleptic Gregorian date of a day count since 1970-01-01 (H. Hinnant's `civil_from_days`).
@@ -195,8 +276,4 @@ public enum RFC3339 {
         return (yearOfEra + era * 400 + (month <= 2 ? 1 : 0), month, day)
     }
 
-    static func pad(_ value: Int64, _ width: Int) -> String {
-        let digits = String(value)
-        return digits.count >= width ? digits : String(repeating: "0", count: width - digits.count) + digits
-    }
 }

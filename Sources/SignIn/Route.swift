@@ -49,22 +49,25 @@ enum Route: Equatable, Sendable {
             return route
         }
         switch path {
-        case "/tokensignin": return try only(["POST"], .signIn)
+        case "/tokensignin": return try only(Self.post, .signIn)
         // Any method: nginx's auth_request subrequest keeps the method of the request it guards.
         case "/auth/session": return .checkSession
-        case "/tokensignout": return try only(["POST"], .signOut)
-        case "/risc": return try only(["POST"], .securityEvent)
-        case "/sessions": return try only(["GET", "HEAD"], .listSessions)
-        case "/healthz": return try only(["GET", "HEAD"], .health)
-        case "/readyz": return try only(["GET", "HEAD"], .ready)
-        case "/metrics": return try only(["GET", "HEAD"], .metrics)
+        case "/tokensignout": return try only(Self.post, .signOut)
+        case "/risc": return try only(Self.post, .securityEvent)
+        case "/sessions": return try only(Self.read, .listSessions)
+        case "/healthz": return try only(Self.read, .health)
+        case "/readyz": return try only(Self.read, .ready)
+        case "/metrics": return try only(Self.read, .metrics)
         default:
             if path.hasPrefix("/sessions/"), let id = sessionID(path.dropFirst("/sessions/".count)) {
-                return try only(["DELETE"], .revokeSession(id: id))
+                return try only(Self.delete, .revokeSession(id: id))
             }
             throw SignInError(.notFound, path.count > 200 ? String(path.prefix(200)) + "..." : path)
         }
     }
+
+    // The methods each route allows (built once: every request is matched).
+    private static let post = ["POST"], read = ["GET", "HEAD"], delete = ["DELETE"]
 
     /// A session id from the path: 1 to 18 digits, not zero (anything else is not a resource here).
     static func sessionID(_ text: Substring) -> Int64? {

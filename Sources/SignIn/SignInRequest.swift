@@ -300,15 +300,17 @@ struct JSONBody {
         // Find the closing quote (an escape's second byte is never one); the content is decoded in one pass after.
         var escaped = false
         // The closing quote's index; -1: a raw control character first; nil: none.
-        let closing: Int? = bytes.withUnsafeBufferPointer { buffer in
+        let closing: Int? = bytes.withUnsafeBytes { buffer in
             var at = start
-            while at < buffer.count {
+            while true {
+                at = JSONString.plainEnd(buffer, from: at)
+                guard at < buffer.count else { return nil }
                 let byte = buffer[at]
                 if byte == UInt8(ascii: "\"") { return at }
                 if byte < 0x20 { return -1 }
-                if byte == UInt8(ascii: "\\") { escaped = true; at += 2 } else { at += 1 }
+                escaped = true  // a backslash: it and the escaped byte
+                at += 2
             }
-            return nil
         }
         guard let end = closing else { throw Self.malformed("unterminated JSON string") }
         guard end >= 0 else { throw Self.malformed("control character in JSON string") }

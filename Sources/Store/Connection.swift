@@ -1,5 +1,8 @@
 // Connection: one libpq connection used by one thread at a time, with parameterised and prepared statements.
 import CLibPQ
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// What sits between a connection and PostgreSQL, which decides what may live on the server session.
 public enum Pooler: String, Sendable, CaseIterable {
@@ -444,28 +447,41 @@ public final class Connection {
     /// is sent (in a pipeline, half of it would be).
     private static func texts(_ params: [any SQLParameter]) throws(StoreError) -> [String?] {
         guard params.count <= 65_535 else { throw StoreError(.invalidParameter, "more than 65535 parameters") }
-        let texts = params.map(\.sqlText)
-        for text in texts where text?.utf8.contains(0) == true {
-            throw StoreError(.invalidParameter, "a parameter contains a NUL character")
+        var texts: [String?] = []
+        texts.reserveCapacity(params.count)
+        for param in params {
+            guard var text = param.sqlText else {
+                texts.append(nil)
+                continue
+            }
+            if text.withUTF8({ $0.count > 0 && memchr($0.baseAddress!, 0, $0.count) != nil }) {
+                throw StoreError(.invalidParameter, "a parameter contains a NUL character")
+            }
+            texts.append(text)
         }
         return texts
     }
 
     private static func withTexts<R>(_ texts: [String?], _ body: (Int32, UnsafePointer<UnsafePointer<CChar>?>?) -> R) -> R {
-        var buffer: [CChar] = [0]
+        var buffer: [UInt8] = [0]
         buffer.reserveCapacity(texts.reduce(1) { $0 + ($1?.utf8.count ?? 0) + 1 })
-        var offsets: [Int?] = []
+        var offsets: [Int] = []   // -1: NULL
         offsets.reserveCapacity(texts.count)
         for text in texts {
-            guard let text else { offsets.append(nil); continue }
+            guard var text else {
+                offsets.append(-1)
+                continue
+            }
             offsets.append(buffer.count)
-            buffer.append(contentsOf: text.utf8.map { CChar(bitPattern: $0) })
+            text.withUTF8 { buffer.append(contentsOf: $0) }
             buffer.append(0)
         }
-        return buffer.withUnsafeBufferPointer { chars in
-            let base = chars.baseAddress!
-            let pointers: [UnsafePointer<CChar>?] = offsets.map { $0.map { base + $0 } }
-            return pointers.withUnsafeBufferPointer { body(Int32(texts.count), $0.baseAddress) }
+        return buffer.withUnsafeBytes { bytes in
+            let base = bytes.baseAddress!.assumingMemoryBound(to: CChar.self)
+            return withUnsafeTemporaryAllocation(of: UnsafePointer<CChar>?.self, capacity: max(offsets.count, 1)) { pointers in
+                for (index, offset) in offsets.enumerated() { pointers[index] = offset < 0 ? nil : UnsafePointer(base + offset) }
+                return body(Int32(texts.count), UnsafePointer(pointers.baseAddress))
+            }
         }
     }
 

@@ -71,6 +71,26 @@ private func replies(_ events: [ParserEvent]) -> [[UInt8]] {
         #expect(request?.params["CONTENT_LENGTH"] == "")
     }
 
+    /// Parameters stay as the bytes they came in: a lookup is by exact name, absent names are nil, bytes that
+    /// are not UTF-8 read as U+FFFD, an empty name or value is kept, and every name is found however many.
+    @Test func parametersAreLookedUpByExactNameInTheBytesTheyCameIn() throws {
+        var pairs: [UInt8] = []
+        NameValuePairs.append(name: Array("HTTP_X".utf8), value: [0x61, 0xFF, 0x62], to: &pairs)
+        NameValuePairs.append(name: [], value: Array("nameless".utf8), to: &pairs)
+        NameValuePairs.append(name: Array("EMPTY".utf8), value: [], to: &pairs)
+        for index in 0..<300 { NameValuePairs.append(name: Array("P\(index)".utf8), value: Array("v\(index)".utf8), to: &pairs) }
+        let bytes = Raw.begin(keep: false) + Raw.record(type: 4, pairs) + Raw.record(type: 4, []) + Raw.record(type: 5, [])
+        let request = try #require(requests(parse(bytes, limits: Limits(maxBodyBytes: 64))).first)
+        #expect(request.params["HTTP_X"] == "a\u{FFFD}b")
+        #expect(request.params["EMPTY"] == "")
+        #expect(request.params["http_x"] == nil && request.params["HTTP_"] == nil && request.params["HTTP_XY"] == nil)
+        #expect(request.params["P0"] == "v0" && request.params["P299"] == "v299" && request.params["P300"] == nil)
+        #expect(request.params.count == 303)
+        #expect(request.params.dictionary[""] == "nameless")
+        #expect(request.params == Parameters(request.params.dictionary))
+        #expect(Parameters(["A": "1"]) != Parameters(["A": "2"]))
+    }
+
     @Test func pipelinedRequestsWaitForTheAnswerBeforeTheNextIsParsed() {
         var parser = RequestParser(limits: Limits(maxBodyBytes: 64))
         let bytes = Raw.request(params: ["DOCUMENT_URI": "/1"], keep: true) + Raw.request(params: ["DOCUMENT_URI": "/2"], keep: true)

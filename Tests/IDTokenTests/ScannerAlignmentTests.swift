@@ -42,3 +42,24 @@ func escapedQuoteInAStringIsNotItsEndAtEveryOffset(_ padding: Int) {
     let precomposed = Keys.rsa.sign(claims: Fixture.claims(["aud": .string("caf\u{E9}.apps.googleusercontent.com")]))
     #expect(Fixture.code(Fixture.verify(precomposed, policy: policy)) == "ok")
 }
+
+/// `JSONString.plainEnd` stops at the first quote, backslash or control byte (and for output at DEL and 0xE2)
+/// wherever it lies against its sixteen-byte steps, and at the end when there is none.
+@Test(arguments: 0..<48)
+func plainStringContentEndsAtTheFirstStopAtEveryOffset(_ offset: Int) {
+    for (stop, forOutput) in [(UInt8(0x22), false), (0x5C, false), (0x00, false), (0x1F, false), (0x7F, true), (0xE2, true)] {
+        var bytes = [UInt8](repeating: UInt8(ascii: "a"), count: 64)
+        bytes[offset] = stop
+        bytes[min(offset + 3, 63)] = 0x22
+        let end = bytes.withUnsafeBytes { JSONString.plainEnd($0, from: 0, forOutput: forOutput) }
+        #expect(end == offset, "byte \(stop) at \(offset)")
+        // Where the byte is not a stop for this use, the scan goes past it.
+        if !forOutput, stop != 0x22 {
+            let output = bytes.withUnsafeBytes { JSONString.plainEnd($0, from: 0, forOutput: true) }
+            #expect(output == offset)
+        }
+    }
+    let plain = [UInt8](repeating: UInt8(ascii: "a"), count: offset) + [0x7F, 0xE2]
+    #expect(plain.withUnsafeBytes { JSONString.plainEnd($0, from: 0) } == plain.count)
+    #expect(plain.withUnsafeBytes { JSONString.plainEnd($0, from: offset + 5) } == plain.count)
+}

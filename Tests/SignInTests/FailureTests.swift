@@ -148,6 +148,36 @@ extension Array {
         #expect(value.json == #"{"user":{"sub":"123","name":null,"verified":false},"n":-42,"list":[1,null,[]],"empty":{}}"#)
     }
 
+    /// The sign-in answer's writer gives the bytes JSONValue gives for the same members.
+    @Test func theObjectWriterWritesWhatJSONValueEncodes() {
+        var writer = JSONObjectWriter(capacity: 4)
+        writer.object("user") { user in
+            user.int("id", -42)
+            user.string("sub", "a\"b\u{2028}")
+            user.string("name", nil)
+            user.bool("verified", false)
+        }
+        writer.object("empty") { _ in }
+        writer.bool("created", true)
+        let value = JSONValue.object([
+            ("user", .object([("id", .int(-42)), ("sub", .string("a\"b\u{2028}")), ("name", .null), ("verified", .bool(false))])),
+            ("empty", .object([])), ("created", .bool(true)),
+        ])
+        #expect(writer.finished() == value.encoded())
+        #expect(JSONObjectWriter().finished() == Array("{}".utf8))
+    }
+
+    /// Escapes are found wherever they fall against the encoder's sixteen-byte steps.
+    @Test(arguments: 0..<40)
+    func jsonStringEscapesAtEveryOffset(_ offset: Int) {
+        for special in ["\"", "\\", "\n", "\u{1}", "\u{7F}", "\u{2028}", "é"] {
+            let value = String(repeating: "x", count: offset) + special + String(repeating: "y", count: 20)
+            let expected = "\"" + String(repeating: "x", count: offset) + String(JSONValue.string(special).json.dropFirst().dropLast())
+                + String(repeating: "y", count: 20) + "\""
+            #expect(JSONValue.string(value).json == expected, "\(special.unicodeScalars.map(\.value)) at \(offset)")
+        }
+    }
+
     @Test func encodedJSONRoundTripsThroughTheRequestParser() throws {
         let token = "a\"b\\c\n\u{1}é😀"
         let body = JSONValue.object([("idToken", .string(token))]).encoded()
