@@ -215,13 +215,30 @@ package enum JSONPrecheck {
     /// True when one of the eight bytes of `word` is `"` or `\` (exact SWAR zero-byte tests).
     @inline(__always)
     private static func hasQuoteOrBackslash(_ word: UInt64) -> Bool {
-        let low7 = 0x7F7F_7F7F_7F7F_7F7F as UInt64
-        func hasZero(_ x: UInt64) -> Bool { ~(((x & low7) &+ low7) | x | low7) != 0 }
-        return hasZero(word ^ 0x2222_2222_2222_2222) || hasZero(word ^ 0x5C5C_5C5C_5C5C_5C5C)
+        JSONString.hasByte(word, 0x22) || JSONString.hasByte(word, 0x5C)
     }
 
     private static func isSpace(_ c: UInt8) -> Bool {
         c == 0x20 || c == 0x09 || c == 0x0A || c == 0x0D
+    }
+}
+
+/// Byte tests on eight bytes at once (SWAR), exact: no false positives from carries between bytes.
+extension JSONString {
+    private static let low7: UInt64 = 0x7F7F_7F7F_7F7F_7F7F
+
+    /// True when one of the eight bytes of `word` is `byte`.
+    @inline(__always)
+    static func hasByte(_ word: UInt64, _ byte: UInt8) -> Bool {
+        let x = word ^ (UInt64(byte) &* 0x0101_0101_0101_0101)
+        return ~(((x & low7) &+ low7) | x | low7) != 0
+    }
+
+    /// True when one of the eight bytes of `word` is below 0x20 (a control character).
+    @inline(__always)
+    static func hasControl(_ word: UInt64) -> Bool {
+        // A byte below 0x80 gets its high bit from adding 0x60 exactly when it is 0x20 or more.
+        ~(((word & low7) &+ 0x6060_6060_6060_6060) | word) & 0x8080_8080_8080_8080 != 0
     }
 }
 
@@ -230,16 +247,15 @@ package enum JSONPrecheck {
 package enum JSONString {
     /// The index of the first byte at or after `start` that ends plain string content: `"`, `\\` or a control
     /// character (below 0x20), and when `forOutput` also DEL and 0xE2 (the lead byte of U+2028 and U+2029, which
-    /// the encoder escapes); `bytes.count` when there is none. Sixteen bytes at a time: a token is ~1 KB of it.
+    /// the encoder escapes); `bytes.count` when there is none. Eight bytes at a time: a token is ~1 KB of it.
     package static func plainEnd(_ bytes: UnsafeRawBufferPointer, from start: Int, forOutput: Bool = false) -> Int {
         var at = start
         let count = bytes.count
-        while count - at >= 16 {
-            let chunk = bytes.loadUnaligned(fromByteOffset: at, as: SIMD16<UInt8>.self)
-            var stops = (chunk .== 0x22) .| (chunk .== 0x5C) .| (chunk .< 0x20)
-            if forOutput { stops = stops .| (chunk .== 0x7F) .| (chunk .== 0xE2) }
-            if any(stops) { break }
-            at += 16
+        while count - at >= 8 {
+            let word = bytes.loadUnaligned(fromByteOffset: at, as: UInt64.self)
+            if hasByte(word, 0x22) || hasByte(word, 0x5C) || hasControl(word) { break }
+            if forOutput && (hasByte(word, 0x7F) || hasByte(word, 0xE2)) { break }
+            at += 8
         }
         while at < count {
             let byte = bytes[at]

@@ -44,7 +44,7 @@ func escapedQuoteInAStringIsNotItsEndAtEveryOffset(_ padding: Int) {
 }
 
 /// `JSONString.plainEnd` stops at the first quote, backslash or control byte (and for output at DEL and 0xE2)
-/// wherever it lies against its sixteen-byte steps, and at the end when there is none.
+/// wherever it lies against its eight-byte steps, and at the end when there is none.
 @Test(arguments: 0..<48)
 func plainStringContentEndsAtTheFirstStopAtEveryOffset(_ offset: Int) {
     for (stop, forOutput) in [(UInt8(0x22), false), (0x5C, false), (0x00, false), (0x1F, false), (0x7F, true), (0xE2, true)] {

@@ -167,7 +167,7 @@ extension Array {
         #expect(JSONObjectWriter().finished() == Array("{}".utf8))
     }
 
-    /// Escapes are found wherever they fall against the encoder's sixteen-byte steps.
+    /// Escapes are found wherever they fall against the encoder's eight-byte steps.
     @Test(arguments: 0..<40)
     func jsonStringEscapesAtEveryOffset(_ offset: Int) {
         for special in ["\"", "\\", "\n", "\u{1}", "\u{7F}", "\u{2028}", "é"] {
