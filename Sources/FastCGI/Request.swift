@@ -48,35 +48,42 @@ public struct Request: Sendable {
     public var remoteIP: String? {
         guard let address = remoteAddress, address.utf8.count <= 45 else { return nil }
         var buffer = (UInt64(0), UInt64(0))  // room for an in6_addr
-        let family = address.contains(":") ? AF_INET6 : AF_INET
-        return withUnsafeMutableBytes(of: &buffer) { inet_pton(family, address, $0.baseAddress) } == 1 ? address : nil
+        let family = address.utf8.contains(UInt8(ascii: ":")) ? AF_INET6 : AF_INET
+        let parsed = address.withCString { text in withUnsafeMutableBytes(of: &buffer) { inet_pton(family, text, $0.baseAddress) } }
+        return parsed == 1 ? address : nil
     }
 
     /// An HTTP request header by its HTTP name, case-insensitively: `header("User-Agent")` reads
     /// `HTTP_USER_AGENT`; `Content-Type` and `Content-Length` read the CGI variables without `HTTP_`.
     public func header(_ name: String) -> String? {
-        params[Self.parameterName(forHeader: name)]
+        Self.withParameterName(forHeader: name) { params.value(named: $0) }
     }
 
     /// The CGI parameter that carries an HTTP header: upper case, `-` becomes `_`, prefixed `HTTP_`.
     public static func parameterName(forHeader name: String) -> String {
-        // Built in one buffer: every header lookup of a request comes through here.
-        var bytes = Array("HTTP_".utf8)
-        bytes.reserveCapacity(5 + name.utf8.count)
-        for byte in name.utf8 {
-            if byte == UInt8(ascii: "-") {
-                bytes.append(UInt8(ascii: "_"))
-            } else if byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z") {
-                bytes.append(byte - 32)
-            } else {
-                bytes.append(byte)
+        withParameterName(forHeader: name) { String(decoding: $0, as: UTF8.self) }
+    }
+
+    /// Calls `body` with the bytes of `parameterName(forHeader:)`, built on the stack (every header lookup of a
+    /// request comes through here).
+    private static func withParameterName<R>(forHeader name: String, _ body: (UnsafeBufferPointer<UInt8>) -> R) -> R {
+        let count = 5 + name.utf8.count
+        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: count) { bytes in
+            var at = 0
+            for byte in "HTTP_".utf8 {
+                bytes[at] = byte
+                at += 1
             }
+            for byte in name.utf8 {
+                bytes[at] = byte == UInt8(ascii: "-") ? UInt8(ascii: "_") : byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z") ? byte - 32 : byte
+                at += 1
+            }
+            let upper = UnsafeBufferPointer(rebasing: bytes[5..<count])
+            if (upper.count == 12 && upper.elementsEqual("CONTENT_TYPE".utf8)) || (upper.count == 14 && upper.elementsEqual("CONTENT_LENGTH".utf8)) {
+                return body(upper)
+            }
+            return body(UnsafeBufferPointer(bytes))
         }
-        let upper = bytes[5...]
-        if (upper.count == 12 && upper.elementsEqual("CONTENT_TYPE".utf8)) || (upper.count == 14 && upper.elementsEqual("CONTENT_LENGTH".utf8)) {
-            return String(decoding: upper, as: UTF8.self)
-        }
-        return String(decoding: bytes, as: UTF8.self)
     }
 
     private func nonEmpty(_ name: String) -> String? {
@@ -120,25 +127,28 @@ public struct Parameters: Sendable, Equatable {
     /// The value of the parameter `name` (exact bytes), or nil when the web server sent none.
     public subscript(name: String) -> String? {
         var name = name
-        return name.withUTF8 { key -> String? in
-            bytes.withUnsafeBufferPointer { all -> String? in
-                guard let base = all.baseAddress else { return nil }
-                func matches(_ range: Range<Int>) -> Bool {
-                    range.count == key.count && (key.isEmpty || memcmp(base + range.lowerBound, key.baseAddress!, key.count) == 0)
-                }
-                func text(_ range: Range<Int>) -> String { String(decoding: UnsafeBufferPointer(rebasing: all[range]), as: UTF8.self) }
-                let isCookie = key.count == Self.cookie.count
-                    && Self.cookie.withUnsafeBufferPointer { memcmp($0.baseAddress!, key.baseAddress!, key.count) == 0 }
-                if isCookie {
-                    var joined: String?
-                    for pair in pairs where matches(pair.name) {
-                        if joined == nil { joined = text(pair.value) } else { joined!.append("; "); joined!.append(text(pair.value)) }
-                    }
-                    return joined
-                }
-                for pair in pairs.reversed() where matches(pair.name) { return text(pair.value) }
-                return nil
+        return name.withUTF8 { value(named: $0) }
+    }
+
+    /// The value of the parameter whose name is the bytes `key`.
+    func value(named key: UnsafeBufferPointer<UInt8>) -> String? {
+        bytes.withUnsafeBufferPointer { all -> String? in
+            guard let base = all.baseAddress else { return nil }
+            func matches(_ range: Range<Int>) -> Bool {
+                range.count == key.count && (key.isEmpty || memcmp(base + range.lowerBound, key.baseAddress!, key.count) == 0)
             }
+            func text(_ range: Range<Int>) -> String { String(decoding: UnsafeBufferPointer(rebasing: all[range]), as: UTF8.self) }
+            let isCookie = key.count == Self.cookie.count
+                && Self.cookie.withUnsafeBufferPointer { memcmp($0.baseAddress!, key.baseAddress!, key.count) == 0 }
+            if isCookie {
+                var joined: String?
+                for pair in pairs where matches(pair.name) {
+                    if joined == nil { joined = text(pair.value) } else { joined!.append("; "); joined!.append(text(pair.value)) }
+                }
+                return joined
+            }
+            for pair in pairs.reversed() where matches(pair.name) { return text(pair.value) }
+            return nil
         }
     }
 

@@ -590,7 +590,11 @@ struct LogLine {
 
     subscript(name: String) -> String? {
         get { fields.first { $0.0 == name }?.1 }
-        set { if let newValue { fields.append((name, newValue)) } }
+        set {
+            guard let newValue else { return }
+            if fields.isEmpty { fields.reserveCapacity(4) }  // a sign-in adds four
+            fields.append((name, newValue))
+        }
     }
 
     /// The request's line for `Log.write(lines:)`; nil for successful session checks and operators' probes,
@@ -600,12 +604,17 @@ struct LogLine {
         if route?.isCheck == true && failure == nil { return nil }
         let elapsed = ContinuousClock.now - started
         let micros = elapsed.components.seconds * 1_000_000 + elapsed.components.attoseconds / 1_000_000_000_000
-        var all: [(String, String?)] = [
-            ("route", route?.name ?? "none"), ("method", request.method), ("status", String(status)),
-            ("duration_us", String(micros)), ("request_id", requestID),
-            ("reason", failure?.reason), ("sqlstate", failure?.sqlState), ("ip", request.remoteAddress),
-        ]
-        all += fields.map { ($0.0, Optional($0.1)) }
+        var all: [(String, String?)] = []
+        all.reserveCapacity(8 + fields.count)
+        all.append(("route", route?.name ?? "none"))
+        all.append(("method", request.method))
+        all.append(("status", String(status)))
+        all.append(("duration_us", String(micros)))
+        all.append(("request_id", requestID))
+        all.append(("reason", failure?.reason))
+        all.append(("sqlstate", failure?.sqlState))
+        all.append(("ip", request.remoteAddress))
+        for (name, value) in fields { all.append((name, value)) }
         return Log.line(failure?.isServerFault == true ? "error" : "info", "request", all)
     }
 }

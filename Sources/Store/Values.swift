@@ -68,15 +68,17 @@ public struct SQLInterval: SQLParameter, Hashable {
 public struct SQLHexBytes: SQLParameter, Hashable {
     public let hex: String
     public init(_ bytes: [UInt8]) {
-        let digits = Array("0123456789abcdef".utf8)
-        var out: [UInt8] = []
-        out.reserveCapacity(bytes.count * 2)
-        for byte in bytes {
-            out.append(digits[Int(byte >> 4)])
-            out.append(digits[Int(byte & 0x0f)])
+        // Written into the string's own storage (a session hash is hashed per sign-in and per check).
+        hex = String(unsafeUninitializedCapacity: bytes.count * 2) { out in
+            for (index, byte) in bytes.enumerated() {
+                out[2 * index] = Self.digit(byte >> 4)
+                out[2 * index + 1] = Self.digit(byte & 0x0f)
+            }
+            return bytes.count * 2
         }
-        hex = String(decoding: out, as: UTF8.self)
     }
+
+    private static func digit(_ value: UInt8) -> UInt8 { value < 10 ? UInt8(ascii: "0") + value : UInt8(ascii: "a") + value - 10 }
     public var sqlText: String? { hex }
 }
 
