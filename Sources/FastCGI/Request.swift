@@ -133,22 +133,29 @@ public struct Parameters: Sendable, Equatable {
     /// The value of the parameter whose name is the bytes `key`.
     func value(named key: UnsafeBufferPointer<UInt8>) -> String? {
         bytes.withUnsafeBufferPointer { all -> String? in
-            guard let base = all.baseAddress else { return nil }
-            func matches(_ range: Range<Int>) -> Bool {
-                range.count == key.count && (key.isEmpty || memcmp(base + range.lowerBound, key.baseAddress!, key.count) == 0)
-            }
-            func text(_ range: Range<Int>) -> String { String(decoding: UnsafeBufferPointer(rebasing: all[range]), as: UTF8.self) }
-            let isCookie = key.count == Self.cookie.count
-                && Self.cookie.withUnsafeBufferPointer { memcmp($0.baseAddress!, key.baseAddress!, key.count) == 0 }
-            if isCookie {
-                var joined: String?
-                for pair in pairs where matches(pair.name) {
-                    if joined == nil { joined = text(pair.value) } else { joined!.append("; "); joined!.append(text(pair.value)) }
+            pairs.withUnsafeBufferPointer { pairs -> String? in
+                guard let base = all.baseAddress else { return nil }
+                let count = key.count
+                func matches(_ name: Range<Int>) -> Bool {
+                    name.count == count && (count == 0 || memcmp(base + name.lowerBound, key.baseAddress!, count) == 0)
                 }
-                return joined
+                func text(_ range: Range<Int>) -> String { String(decoding: UnsafeBufferPointer(rebasing: all[range]), as: UTF8.self) }
+                let isCookie = count == Self.cookie.count
+                    && Self.cookie.withUnsafeBufferPointer { memcmp($0.baseAddress!, key.baseAddress!, count) == 0 }
+                if isCookie {
+                    var joined: String?
+                    for index in 0..<pairs.count where matches(pairs[index].name) {
+                        if joined == nil { joined = text(pairs[index].value) } else { joined!.append("; "); joined!.append(text(pairs[index].value)) }
+                    }
+                    return joined
+                }
+                var index = pairs.count
+                while index > 0 {
+                    index -= 1
+                    if matches(pairs[index].name) { return text(pairs[index].value) }
+                }
+                return nil
             }
-            for pair in pairs.reversed() where matches(pair.name) { return text(pair.value) }
-            return nil
         }
     }
 

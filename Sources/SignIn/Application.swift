@@ -604,17 +604,16 @@ struct LogLine {
         if route?.isCheck == true && failure == nil { return nil }
         let elapsed = ContinuousClock.now - started
         let micros = elapsed.components.seconds * 1_000_000 + elapsed.components.attoseconds / 1_000_000_000_000
-        var all: [(String, String?)] = []
-        all.reserveCapacity(8 + fields.count)
-        all.append(("route", route?.name ?? "none"))
-        all.append(("method", request.method))
-        all.append(("status", String(status)))
-        all.append(("duration_us", String(micros)))
-        all.append(("request_id", requestID))
-        all.append(("reason", failure?.reason))
-        all.append(("sqlstate", failure?.sqlState))
-        all.append(("ip", request.remoteAddress))
-        for (name, value) in fields { all.append((name, value)) }
-        return Log.line(failure?.isServerFault == true ? "error" : "info", "request", all)
+        var line = Log.LineBuilder(level: failure?.isServerFault == true ? "error" : "info", event: "request")
+        line.field("route", route?.name ?? "none")
+        line.field("method", request.method)
+        line.field("status", String(status))
+        line.field("duration_us", String(micros))
+        line.field("request_id", requestID)
+        line.field("reason", failure?.reason)
+        line.field("sqlstate", failure?.sqlState)
+        line.field("ip", request.remoteAddress)
+        for (name, value) in fields { line.field(name, value) }
+        return line.text()
     }
 }

@@ -64,11 +64,15 @@ public enum Cookies {
     /// True when `value` is `*cookie-octet` or `DQUOTE *cookie-octet DQUOTE` (RFC 6265 section 4.1.1):
     /// printable ASCII except space, `"`, `,`, `;` and `\`.
     public static func isCookieValue(_ value: some StringProtocol) -> Bool {
-        var bytes = Substring(value).utf8[...]
-        if bytes.count >= 2, bytes.first == UInt8(ascii: "\""), bytes.last == UInt8(ascii: "\"") {
-            bytes = bytes.dropFirst().dropLast()
+        func check(_ all: UnsafeBufferPointer<UInt8>) -> Bool {
+            var bytes = all[...]
+            if bytes.count >= 2, bytes.first == UInt8(ascii: "\""), bytes.last == UInt8(ascii: "\"") {
+                bytes = bytes.dropFirst().dropLast()
+            }
+            return bytes.allSatisfy(isCookieOctet)
         }
-        return bytes.allSatisfy(isCookieOctet)
+        // A native string's bytes in one buffer (the usual case), else copied once.
+        return value.utf8.withContiguousStorageIfAvailable(check) ?? Array(value.utf8).withUnsafeBufferPointer(check)
     }
 
     static func isCookieOctet(_ byte: UInt8) -> Bool {

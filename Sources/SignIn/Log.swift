@@ -36,21 +36,33 @@ public struct Log: Sendable {
 
     /// The line `info` or `error` would write (`level` "info" or "error"), for `write(lines:)`.
     static func line(_ level: String, _ event: String, _ fields: [(String, String?)]) -> String {
-        // Assembled as bytes, made a String once: appending to a String costs more per piece.
-        var line: [UInt8] = []
-        line.reserveCapacity(256)
-        line.append(contentsOf: "level=".utf8)
-        line.append(contentsOf: level.utf8)
-        line.append(contentsOf: " event=".utf8)
-        line.append(contentsOf: event.utf8)
-        for (key, value) in fields {
-            guard let value else { continue }
-            line.append(UInt8(ascii: " "))
-            line.append(contentsOf: key.utf8)
-            line.append(UInt8(ascii: "="))
-            Self.appendQuoted(value, to: &line)
+        var line = LineBuilder(level: level, event: event)
+        for (key, value) in fields { line.field(key, value) }
+        return line.text()
+    }
+
+    /// A line assembled as bytes and made a String once (appending to a String costs more per piece): `level=`
+    /// and `event=`, then each field that has a value, in order.
+    struct LineBuilder {
+        private var bytes: [UInt8] = []
+
+        init(level: String, event: String) {
+            bytes.reserveCapacity(256)
+            bytes.append(contentsOf: "level=".utf8)
+            bytes.append(contentsOf: level.utf8)
+            bytes.append(contentsOf: " event=".utf8)
+            bytes.append(contentsOf: event.utf8)
         }
-        return String(decoding: line, as: UTF8.self)
+
+        mutating func field(_ key: String, _ value: String?) {
+            guard let value else { return }
+            bytes.append(UInt8(ascii: " "))
+            bytes.append(contentsOf: key.utf8)
+            bytes.append(UInt8(ascii: "="))
+            Log.appendQuoted(value, to: &bytes)
+        }
+
+        consuming func text() -> String { String(decoding: bytes, as: UTF8.self) }
     }
 
     /// `value` as it is when it is plain printable ASCII without `"`, `=` or `\\`; otherwise in quotes, with
