@@ -167,10 +167,11 @@ package final class Baton: @unchecked Sendable {
     /// Frees it and wakes one waiter, if there is one that is not already being woken.
     package func pass() {
         pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
         held = false
         lentAt = nil
-        wakeOne()
+        let wake = claimWakeUp()
+        pthread_mutex_unlock(mutex)
+        if wake { pthread_cond_signal(condition) }
     }
 
     /// Frees it without waking anyone.
@@ -201,15 +202,20 @@ package final class Baton: @unchecked Sendable {
     /// Wakes a waiter when the baton has been lent since before `cutoff` and nobody has taken it.
     package func rescue(lentBefore cutoff: UInt64) {
         pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
-        guard !held, let lentAt, lentAt < cutoff else { return }
-        self.lentAt = nil
-        wakeOne()
+        var wake = false
+        if !held, let lentAt, lentAt < cutoff {
+            self.lentAt = nil
+            wake = claimWakeUp()
+        }
+        pthread_mutex_unlock(mutex)
+        if wake { pthread_cond_signal(condition) }
     }
 
-    private func wakeOne() {
-        guard waiting > signalled else { return }
+    /// Counts a wake-up for one waiter that is not already being woken (with `mutex` held); the caller signals
+    /// after unlocking, so the woken thread does not at once block again on the mutex the signaller holds.
+    private func claimWakeUp() -> Bool {
+        guard waiting > signalled else { return false }
         signalled += 1
-        pthread_cond_signal(condition)
+        return true
     }
 }
