@@ -46,7 +46,7 @@ public struct Request: Sendable {
     /// REMOTE_ADDR when it is an IPv4 or IPv6 address (inet_pton), for an `inet` column; nil otherwise
     /// (a unix-socket peer such as `unix:`, or anything a misconfigured proxy chain let through).
     public var remoteIP: String? {
-        guard let address = remoteAddress, address.utf8.count <= 45 else { return nil }
+        guard let address = remoteAddress, address.utf8.count <= 45, !address.utf8.contains(0) else { return nil }
         var buffer = (UInt64(0), UInt64(0))  // room for an in6_addr
         let family = address.utf8.contains(UInt8(ascii: ":")) ? AF_INET6 : AF_INET
         let parsed = address.withCString { text in withUnsafeMutableBytes(of: &buffer) { inet_pton(family, text, $0.baseAddress) } }
@@ -96,8 +96,9 @@ public struct Request: Sendable {
 /// A value is made into a String only when it is asked for (a request carries ~25 parameters, a handler reads
 /// about ten). As nginx means them, the last of two parameters with one name wins (a `fastcgi_param` after
 /// `include fastcgi_params` overrides), except `HTTP_COOKIE`: nginx sends one per `Cookie` header line, and
-/// together they are one header (joined with "; ", first line first). Bounded by the parser's limits: a lookup
-/// looks at every name once.
+/// together they are one header (joined with "; ", first line first). Names are compared byte for byte: a name
+/// that only looks like another after Unicode normalisation (`HTTP_COO\u{212A}IE`, with a Kelvin sign) is another
+/// parameter, never part of the cookies. Bounded by the parser's limits: a lookup looks at every name once.
 public struct Parameters: Sendable, Equatable {
     private let bytes: [UInt8]
     private let pairs: [(name: Range<Int>, value: Range<Int>)]
@@ -134,10 +135,10 @@ public struct Parameters: Sendable, Equatable {
     func value(named key: UnsafeBufferPointer<UInt8>) -> String? {
         bytes.withUnsafeBufferPointer { all -> String? in
             pairs.withUnsafeBufferPointer { pairs -> String? in
-                guard let base = all.baseAddress else { return nil }
                 let count = key.count
+                // Names of equal, non-zero length: then neither buffer is empty.
                 func matches(_ name: Range<Int>) -> Bool {
-                    name.count == count && (count == 0 || memcmp(base + name.lowerBound, key.baseAddress!, count) == 0)
+                    name.count == count && (count == 0 || memcmp(all.baseAddress! + name.lowerBound, key.baseAddress!, count) == 0)
                 }
                 func text(_ range: Range<Int>) -> String { String(decoding: UnsafeBufferPointer(rebasing: all[range]), as: UTF8.self) }
                 let isCookie = count == Self.cookie.count
@@ -161,16 +162,32 @@ public struct Parameters: Sendable, Equatable {
 
     private static let cookie = Array("HTTP_COOKIE".utf8)
 
-    /// Every parameter by name, each with the value a lookup gives.
-    public var dictionary: [String: String] {
-        var names = Set<String>()
-        for pair in pairs { names.insert(String(decoding: bytes[pair.name], as: UTF8.self)) }
-        var all: [String: String] = [:]
-        for name in names { all[name] = self[name] }
+    /// Every parameter by its name's bytes, with the value a lookup gives (the last, or the cookies joined).
+    private var resolved: [[UInt8]: [UInt8]] {
+        var all: [[UInt8]: [UInt8]] = [:]
+        for pair in pairs {
+            let name = Array(bytes[pair.name]), value = bytes[pair.value]
+            if name == Self.cookie, var joined = all[name] {
+                joined.append(contentsOf: "; ".utf8)
+                joined.append(contentsOf: value)
+                all[name] = joined
+            } else {
+                all[name] = Array(value)
+            }
+        }
         return all
     }
 
-    public var count: Int { dictionary.count }
+    /// Every parameter by name (for tests and logs; bytes that are not UTF-8 read as U+FFFD).
+    public var dictionary: [String: String] {
+        var all: [String: String] = [:]
+        for (name, value) in resolved { all[String(decoding: name, as: UTF8.self)] = String(decoding: value, as: UTF8.self) }
+        return all
+    }
 
-    public static func == (a: Parameters, b: Parameters) -> Bool { a.dictionary == b.dictionary }
+    /// Distinct names.
+    public var count: Int { resolved.count }
+
+    /// The same names (byte for byte) with the same values as lookups give them, whatever their order.
+    public static func == (a: Parameters, b: Parameters) -> Bool { a.resolved == b.resolved }
 }

@@ -476,13 +476,13 @@ public final class Connection {
             text.withUTF8 { buffer.append(contentsOf: $0) }
             buffer.append(0)
         }
-        return buffer.withUnsafeBytes { bytes in
-            let base = bytes.baseAddress!.assumingMemoryBound(to: CChar.self)
+        return buffer.withUnsafeBufferPointer { bytes in bytes.withMemoryRebound(to: CChar.self) { chars in
+            let base = chars.baseAddress!
             return withUnsafeTemporaryAllocation(of: UnsafePointer<CChar>?.self, capacity: max(offsets.count, 1)) { pointers in
                 for (index, offset) in offsets.enumerated() { pointers[index] = offset < 0 ? nil : UnsafePointer(base + offset) }
                 return body(Int32(texts.count), UnsafePointer(pointers.baseAddress))
             }
-        }
+        } }
     }
 
     /// Two NULL-terminated C string arrays (keywords, values) for PQconnectdbParams.

@@ -87,8 +87,27 @@ private func replies(_ events: [ParserEvent]) -> [[UInt8]] {
         #expect(request.params["P0"] == "v0" && request.params["P299"] == "v299" && request.params["P300"] == nil)
         #expect(request.params.count == 303)
         #expect(request.params.dictionary[""] == "nameless")
-        #expect(request.params == Parameters(request.params.dictionary))
+        // Equality is of bytes: the dictionary's U+FFFD reading of the value is not what came.
+        #expect(request.params != Parameters(request.params.dictionary))
+        #expect(Parameters(["B": "2", "A": "1"]) == Parameters(["A": "1", "B": "2"]))
         #expect(Parameters(["A": "1"]) != Parameters(["A": "2"]))
+        #expect(Parameters(["": ""])[""] == "")
+    }
+
+    /// Names are bytes: one that only equals `HTTP_COOKIE` after Unicode normalisation (a Kelvin sign for the K)
+    /// is another parameter, not a cookie line, and a name that is not UTF-8 is not found by its U+FFFD reading.
+    @Test func parameterNamesAreComparedByteForByte() throws {
+        var pairs: [UInt8] = []
+        NameValuePairs.append(name: Array("HTTP_COOKIE".utf8), value: Array("sid=good".utf8), to: &pairs)
+        NameValuePairs.append(name: Array("HTTP_COO\u{212A}IE".utf8), value: Array("sid=evil".utf8), to: &pairs)
+        NameValuePairs.append(name: [0xFF], value: Array("x".utf8), to: &pairs)
+        let bytes = Raw.begin(keep: false) + Raw.record(type: 4, pairs) + Raw.record(type: 4, []) + Raw.record(type: 5, [])
+        let request = try #require(requests(parse(bytes)).first)
+        #expect("HTTP_COO\u{212A}IE" == "HTTP_COOKIE", "Swift's String equality, which the old dictionary used")
+        #expect(request.header("Cookie") == "sid=good")
+        #expect(request.params["HTTP_COO\u{212A}IE"] == "sid=evil")
+        #expect(request.params["\u{FFFD}"] == nil)
+        #expect(request.params.count == 3)
     }
 
     @Test func pipelinedRequestsWaitForTheAnswerBeforeTheNextIsParsed() {
