@@ -134,48 +134,58 @@ public struct Parameters: Sendable, Equatable {
     /// The value of the parameter whose name is the bytes `key`.
     func value(named key: UnsafeBufferPointer<UInt8>) -> String? {
         bytes.withUnsafeBufferPointer { all -> String? in
-            pairs.withUnsafeBufferPointer { pairs -> String? in
-                let count = key.count
-                // Names of equal, non-zero length: then neither buffer is empty.
-                func matches(_ name: Range<Int>) -> Bool {
-                    name.count == count && (count == 0 || memcmp(all.baseAddress! + name.lowerBound, key.baseAddress!, count) == 0)
-                }
-                func text(_ range: Range<Int>) -> String { String(decoding: UnsafeBufferPointer(rebasing: all[range]), as: UTF8.self) }
-                let isCookie = count == Self.cookie.count
-                    && Self.cookie.withUnsafeBufferPointer { memcmp($0.baseAddress!, key.baseAddress!, count) == 0 }
-                if isCookie {
-                    var joined: String?
-                    for index in 0..<pairs.count where matches(pairs[index].name) {
-                        if joined == nil { joined = text(pairs[index].value) } else { joined!.append("; "); joined!.append(text(pairs[index].value)) }
-                    }
-                    return joined
-                }
-                var index = pairs.count
-                while index > 0 {
-                    index -= 1
-                    if matches(pairs[index].name) { return text(pairs[index].value) }
-                }
-                return nil
+            var value: String?
+            forEachValue(named: key, in: all) { range in
+                let text = String(decoding: UnsafeBufferPointer(rebasing: all[range]), as: UTF8.self)
+                if value == nil { value = text } else { value!.append("; "); value!.append(text) }
+            }
+            return value
+        }
+    }
+
+    /// Calls `body` with the range of each value a lookup of `key` joins, in order: every `HTTP_COOKIE` line,
+    /// first line first; for any other name only the last one sent. The one place these rules are written.
+    private func forEachValue(named key: UnsafeBufferPointer<UInt8>, in all: UnsafeBufferPointer<UInt8>,
+                              _ body: (Range<Int>) -> Void) {
+        pairs.withUnsafeBufferPointer { pairs in
+            let count = key.count
+            // Names of equal, non-zero length: then neither buffer is empty.
+            func matches(_ name: Range<Int>) -> Bool {
+                name.count == count && (count == 0 || memcmp(all.baseAddress! + name.lowerBound, key.baseAddress!, count) == 0)
+            }
+            let isCookie = count == Self.cookie.count
+                && Self.cookie.withUnsafeBufferPointer { memcmp($0.baseAddress!, key.baseAddress!, count) == 0 }
+            if isCookie {
+                for index in 0..<pairs.count where matches(pairs[index].name) { body(pairs[index].value) }
+                return
+            }
+            var index = pairs.count
+            while index > 0 {
+                index -= 1
+                if matches(pairs[index].name) { return body(pairs[index].value) }
             }
         }
     }
 
     private static let cookie = Array("HTTP_COOKIE".utf8)
 
-    /// Every parameter by its name's bytes, with the value a lookup gives (the last, or the cookies joined).
+    /// Every parameter by its name's bytes, with the bytes of the value a lookup gives.
     private var resolved: [[UInt8]: [UInt8]] {
-        var all: [[UInt8]: [UInt8]] = [:]
-        for pair in pairs {
-            let name = Array(bytes[pair.name]), value = bytes[pair.value]
-            if name == Self.cookie, var joined = all[name] {
-                joined.append(contentsOf: "; ".utf8)
-                joined.append(contentsOf: value)
-                all[name] = joined
-            } else {
-                all[name] = Array(value)
+        bytes.withUnsafeBufferPointer { all in
+            var resolved: [[UInt8]: [UInt8]] = [:]
+            for pair in pairs {
+                let name = Array(all[pair.name])
+                guard resolved[name] == nil else { continue }
+                var value: [UInt8]?
+                name.withUnsafeBufferPointer { key in
+                    forEachValue(named: key, in: all) { range in
+                        if value == nil { value = Array(all[range]) } else { value! += "; ".utf8; value! += all[range] }
+                    }
+                }
+                resolved[name] = value
             }
+            return resolved
         }
-        return all
     }
 
     /// Every parameter by name (for tests and logs; bytes that are not UTF-8 read as U+FFFD).

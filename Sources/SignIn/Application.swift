@@ -75,8 +75,7 @@ final class Application: Handler {
 
     /// Answers one request; every failure goes through `Failure` and every request through `LogLine`.
     func handle(_ request: Request) -> Response {
-        let (response, line) = answer(request, Result { () throws(SignInError) in try Route.match(request) }, prior: nil,
-                                      since: ContinuousClock.now)
+        let (response, line) = answer(request, Route.matching(request), prior: nil, since: ContinuousClock.now)
         if let line { log.write(lines: [line]) }
         return response
     }
@@ -97,7 +96,7 @@ final class Application: Handler {
     /// together.
     func handle(batch requests: [Request]) -> [Response] {
         let started = ContinuousClock.now
-        let matches = requests.map { request in Result { () throws(SignInError) in try Route.match(request) } }
+        let matches = requests.map(Route.matching)
         let routes = matches.map { try? $0.get() }
         var priors = [Prior?](repeating: nil, count: requests.count)
         lookUpSessions(requests, routes, into: &priors)

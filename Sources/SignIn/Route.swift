@@ -66,6 +66,11 @@ enum Route: Equatable, Sendable {
         }
     }
 
+    /// `match` as a value, for answering a request with the route it was matched to once.
+    static func matching(_ request: Request) -> Result<Route, SignInError> {
+        Result { () throws(SignInError) in try match(request) }
+    }
+
     // The methods each route allows (built once: every request is matched).
     private static let post = ["POST"], read = ["GET", "HEAD"], delete = ["DELETE"]
 

@@ -67,6 +67,15 @@ import TestSupport
         return Statement(name: name, sql: "SELECT \(name)($1::text)")
     }
 
+    /// Runs `body` with a connection and `failing(name, state)`, dropped afterwards.
+    private static func withFailing<R>(pooler: Pooler, _ name: String, state: String,
+                                       _ body: (Connection, Statement) throws -> R) throws -> R {
+        let connection = try Connection(conninfo: "", pooler: pooler)
+        let statement = try failing(connection, name, state: state)
+        defer { drop(connection, name) }
+        return try body(connection, statement)
+    }
+
     private static func calls(_ connection: Connection, _ name: String) throws -> String? {
         try connection.query("SELECT CASE WHEN is_called THEN last_value ELSE 0 END::text FROM \(name)_calls")[0, 0]
     }
@@ -79,20 +88,19 @@ import TestSupport
     /// items would meet too: every item still pending gets it at once instead of a round trip (and a timeout) each.
     @Test(arguments: Pooler.allCases, ["57014", "53200"])
     func anOutageFailsEveryPendingItemAtOnce(pooler: Pooler, state: String) throws {
-        let connection = try Connection(conninfo: "", pooler: pooler)
         let name = "batch_outage_\(pooler.rawValue)_\(state.lowercased())"
-        let statement = try Self.failing(connection, name, state: state)
-        defer { Self.drop(connection, name) }
-        let results = try connection.executeBatch(statement, [["a"], ["fail"], ["b"], ["c"]], waitsOnRows: true)
-        for result in results {
-            guard case .failure(let error) = result else {
-                Issue.record("expected \(state), got \(result)")
-                continue
+        try Self.withFailing(pooler: pooler, name, state: state) { connection, statement in
+            let results = try connection.executeBatch(statement, [["a"], ["fail"], ["b"], ["c"]], waitsOnRows: true)
+            for result in results {
+                guard case .failure(let error) = result else {
+                    Issue.record("expected \(state), got \(result)")
+                    continue
+                }
+                #expect(error.sqlState == state && error.isRetryable && error.isOutage)
             }
-            #expect(error.sqlState == state && error.isRetryable && error.isOutage)
+            #expect(try Self.calls(connection, name) == "2")  // one round: a, then the failing one
+            #expect(Self.values(try connection.executeBatch(statement, [["a"], ["b"]])) == ["a", "b"])
         }
-        #expect(try Self.calls(connection, name) == "2")  // one round: a, then the failing one
-        #expect(Self.values(try connection.executeBatch(statement, [["a"], ["b"]])) == ["a", "b"])
     }
 
     /// A lock not granted, a deadlock or a serialization failure of a statement that waits on rows (a sign-in)
@@ -100,14 +108,13 @@ import TestSupport
     /// the batch's others run again and succeed.
     @Test(arguments: Pooler.allCases, ["55P03", "40P01", "40001"])
     func aLockFailureOfAStatementThatWaitsOnRowsIsTheItemsOwn(pooler: Pooler, state: String) throws {
-        let connection = try Connection(conninfo: "", pooler: pooler)
         let name = "batch_lock_\(pooler.rawValue)_\(state.lowercased())"
-        let statement = try Self.failing(connection, name, state: state)
-        defer { Self.drop(connection, name) }
-        let results = try connection.executeBatch(statement, [["a"], ["fail"], ["b"], ["c"]], waitsOnRows: true)
-        #expect(Self.values(results) == ["a", nil, "b", "c"])
-        guard case .failure(let error) = results[1] else { return }
-        #expect(error.sqlState == state && error.isRetryable && !error.isOutage)
+        try Self.withFailing(pooler: pooler, name, state: state) { connection, statement in
+            let results = try connection.executeBatch(statement, [["a"], ["fail"], ["b"], ["c"]], waitsOnRows: true)
+            #expect(Self.values(results) == ["a", nil, "b", "c"])
+            guard case .failure(let error) = results[1] else { return }
+            #expect(error.sqlState == state && error.isRetryable && !error.isOutage)
+        }
     }
 
     /// Once per batch only: a second lock failure in the same call (a table's lock meets every statement) fails
@@ -115,26 +122,24 @@ import TestSupport
     /// rounds, not one per item.
     @Test(arguments: Pooler.allCases)
     func aSecondLockFailureFailsEveryPendingItem(pooler: Pooler) throws {
-        let connection = try Connection(conninfo: "", pooler: pooler)
         let name = "batch_locks_\(pooler.rawValue)"
-        let statement = try Self.failing(connection, name, state: "55P03")
-        defer { Self.drop(connection, name) }
-        let results = try connection.executeBatch(statement, [["fail0"], ["fail1"], ["fail2"], ["fail3"]], waitsOnRows: true)
-        #expect(results.allSatisfy { if case .failure(let error) = $0 { error.sqlState == "55P03" } else { false } })
-        #expect(try Self.calls(connection, name) == "2")
+        try Self.withFailing(pooler: pooler, name, state: "55P03") { connection, statement in
+            let results = try connection.executeBatch(statement, [["fail0"], ["fail1"], ["fail2"], ["fail3"]], waitsOnRows: true)
+            #expect(results.allSatisfy { if case .failure(let error) = $0 { error.sqlState == "55P03" } else { false } })
+            #expect(try Self.calls(connection, name) == "2")
+        }
     }
 
     /// For statements that wait on no row (the session check), a lock not granted can only be a table's lock: it
     /// fails every pending item at once, in one round.
     @Test(arguments: Pooler.allCases)
     func aLockFailureOfAStatementThatWaitsOnNoRowFailsEveryPendingItem(pooler: Pooler) throws {
-        let connection = try Connection(conninfo: "", pooler: pooler)
         let name = "batch_table_lock_\(pooler.rawValue)"
-        let statement = try Self.failing(connection, name, state: "55P03")
-        defer { Self.drop(connection, name) }
-        let results = try connection.executeBatch(statement, [["a"], ["fail"], ["b"], ["c"]])
-        #expect(results.allSatisfy { if case .failure(let error) = $0 { error.sqlState == "55P03" } else { false } })
-        #expect(try Self.calls(connection, name) == "2")
+        try Self.withFailing(pooler: pooler, name, state: "55P03") { connection, statement in
+            let results = try connection.executeBatch(statement, [["a"], ["fail"], ["b"], ["c"]])
+            #expect(results.allSatisfy { if case .failure(let error) = $0 { error.sqlState == "55P03" } else { false } })
+            #expect(try Self.calls(connection, name) == "2")
+        }
     }
 
     @Test(arguments: Pooler.allCases)
