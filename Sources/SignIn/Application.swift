@@ -143,9 +143,10 @@ final class Application: Handler {
         let indices = routes.indices.filter { if case .signIn? = routes[$0] { true } else { false } }
         guard indices.count > 1 else { return }
         var admitted: [(index: Int, signIn: AdmittedSignIn)] = []
-        for index in indices {
+        let sessions = SessionToken.generate(count: indices.count)
+        for (index, session) in zip(indices, sessions) {
             do {
-                admitted.append((index, try admitSignIn(requests[index])))
+                admitted.append((index, try admitSignIn(requests[index], session: session)))
             } catch {
                 priors[index] = .refused(error)
             }
@@ -344,8 +345,10 @@ final class Application: Handler {
         return try signedIn(admitted, outcome, &line)
     }
 
-    /// Everything of a sign-in before the database: the body, login CSRF, the token's verification.
-    private func admitSignIn(_ request: Request) throws -> AdmittedSignIn {
+    /// Everything of a sign-in before the database: the body, login CSRF, the token's verification. `session`:
+    /// the new session's token when the caller drew it already (a batch's, in one draw); else one is drawn once
+    /// the token is verified.
+    private func admitSignIn(_ request: Request, session: SessionToken? = nil) throws -> AdmittedSignIn {
         guard !request.bodyTooLarge else { throw SignInError(.bodyTooLarge) }
         let parsed = try SignInRequest.parse(contentType: request.contentType, body: request.body,
                                              cookieHeader: request.header("Cookie"))
@@ -370,7 +373,7 @@ final class Application: Handler {
             }
             throw error
         }
-        let session = SessionToken.generate()
+        let session = session ?? SessionToken.generate()
         return AdmittedSignIn(isWebForm: parsed.isWebForm, token: token, session: session,
                               newSession: NewSession(tokenHash: session.hash, clientID: token.audience,
                                                      userAgent: Self.userAgent(request), ip: request.remoteIP))

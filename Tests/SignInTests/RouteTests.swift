@@ -895,6 +895,23 @@ extension Response {
         #expect(h.store.sessions.count == 2 && h.store.signInBatches == [3])
     }
 
+    /// A batch's session tokens come from one draw of the CSPRNG: each answer still carries a token of its own,
+    /// of the shape handed out alone, whose hash is the session stored for it (a refusal in between, which
+    /// leaves its part of the draw unused, shifts nothing).
+    @Test func aBatchsSignInsGetTokensOfTheirOwnFromOneDraw() throws {
+        let h = try RouteHarness()
+        let answers = h.app.handle(batch: [Self.signIn("good-ada"), Self.signIn("expired"), Self.signIn("good-bob"), Self.signIn("good-eve")])
+        #expect(answers.map(\.status) == [200, 401, 200, 200])
+        let tokens = answers.compactMap { ($0.json["session"] as? [String: Any])?["token"] as? String }
+        #expect(tokens.count == 3 && Set(tokens).count == 3)
+        #expect(tokens.allSatisfy { SessionToken(presented: $0) != nil })
+        #expect(h.store.sessions.map(\.hash) == tokens.map { SessionToken(presented: $0)!.hash })
+        let cookies = [answers[0], answers[2], answers[3]].map { $0.headers("Set-Cookie").first ?? "" }
+        #expect(zip(cookies, tokens).allSatisfy { $0.hasPrefix("__Host-tokensignin=\($1);") })
+        let drawn = SessionToken.generate(count: 64).map(\.value)
+        #expect(Set(drawn).count == 64 && drawn.allSatisfy { SessionToken(presented: $0) != nil })
+    }
+
     @Test func theDatabaseDownFailsEverySignInOfTheBatchWith503AndOpensNothing() throws {
         let h = try RouteHarness()
         h.store.nextError = StoreError(.connectionLost, sqlState: "57P01", "terminating connection")
