@@ -36,6 +36,9 @@ extension FastCGIError.Code {
     public static let startFailed = Self("start_failed")
     /// `run` was called while it was already running, or after it returned.
     public static let alreadyRun = Self("already_run")
+    /// A worker thread could not take `Server.scheduling` (a system call filter, say): it serves under the
+    /// policy it had (reported through `report`, never thrown).
+    public static let schedulingRefused = Self("scheduling_refused")
     /// Accepting connections failed for a reason that retrying cannot fix (e.g. the socket was closed).
     public static let acceptFailed = Self("accept_failed")
 

@@ -27,6 +27,8 @@ public struct Configuration: Sendable, Equatable {
     public var workers: Int
     /// Checks-lane requests (`/auth/session`, `/healthz`, `/readyz`, `/metrics`) running at once (1...1024).
     public var checkWorkers: Int
+    /// How the worker threads are scheduled: `normal` (the default) or `batch` (SCHED_BATCH).
+    public var workerScheduling: WorkerScheduling
     /// The longest a FastCGI request may take to arrive, first byte to last, in seconds (1...300).
     public var requestTimeout: Int64
     /// Google Workspace domains (`hd` claim) allowed to sign in, lower-cased; empty means any account.
@@ -179,6 +181,16 @@ public struct Configuration: Sendable, Equatable {
             checkWorkers = Int(number)
         } else {
             checkWorkers = Self.defaultWorkers(processorCount: processorCount)
+        }
+
+        // TOKENSIGNIN_WORKER_SCHEDULING
+        if let text = value(.workerScheduling) {
+            guard let scheduling = WorkerScheduling(rawValue: text) else {
+                throw Self.invalid("\(Setting.workerScheduling.variable) must be batch or normal, got '\(text)'")
+            }
+            workerScheduling = scheduling
+        } else {
+            workerScheduling = .normal
         }
 
         // TOKENSIGNIN_REQUEST_TIMEOUT
@@ -350,6 +362,7 @@ public struct Configuration: Sendable, Equatable {
         case listen = "LISTEN"
         case workers = "WORKERS"
         case checkWorkers = "CHECK_WORKERS"
+        case workerScheduling = "WORKER_SCHEDULING"
         case requestTimeout = "REQUEST_TIMEOUT"
         case hostedDomains = "HOSTED_DOMAINS"
         case clockSkew = "CLOCK_SKEW"
@@ -380,6 +393,7 @@ public struct Configuration: Sendable, Equatable {
             case .listen: "unix socket path or host:port (default: the socket inherited as fd 0)"
             case .workers: "sign-ins and the rest running at once, 1...1024 (default: 2 per core)"
             case .checkWorkers: "session checks and health running at once, 1...1024 (default: 2 per core)"
+            case .workerScheduling: "normal, or batch: waking workers do not preempt nginx or PostgreSQL (default normal)"
             case .requestTimeout: "longest a FastCGI request may take to arrive, 1s...300s (default 10s)"
             case .hostedDomains: "comma-separated Workspace domains allowed (default: any account)"
             case .clockSkew: "seconds of clock tolerance, 0...600 (default 60)"

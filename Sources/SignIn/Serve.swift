@@ -14,7 +14,8 @@ public enum Serve {
             let listen = try Listen.parse(configuration.listen)
             server = try Server(listen: listen, lanes: lanes(configuration),
                                 limits: Limits(maxBodyBytes: Configuration.maxBodyBytes,
-                                               requestTimeout: .seconds(configuration.requestTimeout)))
+                                               requestTimeout: .seconds(configuration.requestTimeout)),
+                                scheduling: configuration.workerScheduling)
             // Before any other thread exists, so every thread inherits the blocked signals.
             try server.stopOnTerminationSignals()
         } catch {
@@ -48,6 +49,7 @@ public enum Serve {
         log.info("started", ["version": Version.number, "build": Version.build,
                              "listen": server.address, "workers": String(configuration.workers),
                              "check_workers": String(configuration.checkWorkers),
+                             "worker_scheduling": configuration.workerScheduling.rawValue,
                              "client_ids": configuration.clientIDs.joined(separator: ","),
                              "keys": configuration.jwksFile ?? configuration.jwksURL])
         do {
@@ -121,6 +123,7 @@ public enum Serve {
         switch event.code {
         case .overloaded: log.warning("overloaded", ["detail": event.detail])
         case .invalidResponse: log.error("invalid_response", ["detail": event.detail])
+        case .schedulingRefused: log.warning("worker_scheduling_refused", ["detail": event.detail])
         default: log.warning("fastcgi_connection_closed", ["reason": event.code.name, "detail": event.detail])
         }
     }

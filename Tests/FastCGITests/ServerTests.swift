@@ -33,6 +33,25 @@ import Testing
         #expect(request.params["CONTENT_LENGTH"] == String(body.count))
     }
 
+    /// Each worker takes the server's scheduling policy before it serves (SCHED_BATCH = 3, SCHED_OTHER = 0),
+    /// whatever the thread that called `run` has; the caller's own policy is left as it was.
+    @Test(arguments: [(WorkerScheduling.batch, Int32(3)), (.normal, Int32(SCHED_OTHER))])
+    func workersRunUnderTheServersSchedulingPolicy(scheduling: WorkerScheduling, policy: Int32) throws {
+        let dir = try TempDir()
+        let server = try Server(listen: .unix(dir.file("s")), lanes: [Lane(name: "default", workers: 3)],
+                                limits: Limits(maxBodyBytes: 16), scheduling: scheduling)
+        let before = sched_getscheduler(0)
+        let running = RunningServer(server) { _ in
+            Response(status: 200, contentType: "text/plain", body: "policy \(sched_getscheduler(0))")
+        }
+        defer { running.stop() }
+        for _ in 0..<6 {
+            let result = try cgiFCGI(connect: dir.file("s"), params: ["REQUEST_METHOD": "GET", "REQUEST_URI": "/"])
+            #expect(String(decoding: try CGIResponse(result.stdout).body, as: UTF8.self) == "policy \(policy)")
+        }
+        #expect(sched_getscheduler(0) == before)
+    }
+
     @Test func emptyBodyOverTCP() throws {
         let recorder = Recorder()
         let server = try Server(listen: .tcp(host: "127.0.0.1", port: 0), workers: 1, maxBodyBytes: 1024)

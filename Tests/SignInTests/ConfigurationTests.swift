@@ -19,6 +19,7 @@ private func rendered(_ config: Configuration, _ setting: Configuration.Setting)
     case .listen: config.listen ?? "nil"
     case .workers: String(config.workers)
     case .checkWorkers: String(config.checkWorkers)
+    case .workerScheduling: config.workerScheduling.rawValue
     case .requestTimeout: String(config.requestTimeout)
     case .hostedDomains: config.hostedDomains.joined(separator: "|")
     case .clockSkew: String(config.clockSkew)
@@ -44,6 +45,7 @@ private func rendered(_ config: Configuration, _ setting: Configuration.Setting)
         (.listen, "nil"),
         (.workers, "8"),
         (.checkWorkers, "8"),
+        (.workerScheduling, "normal"),
         (.requestTimeout, "10"),
         (.hostedDomains, ""),
         (.clockSkew, "60"),
@@ -89,6 +91,8 @@ private func rendered(_ config: Configuration, _ setting: Configuration.Setting)
         (.listen, "/run/env.sock", "127.0.0.1:9000", "127.0.0.1:9000"),
         (.workers, "3", "5", "5"),
         (.checkWorkers, "3", "6", "6"),
+        (.workerScheduling, "normal", "batch", "batch"),
+        (.workerScheduling, "batch", "normal", "normal"),
         (.requestTimeout, "5s", "1m", "60"),
         (.hostedDomains, "env.example", "Example.COM,b.example", "example.com|b.example"),
         (.clockSkew, "10", "0", "0"),
@@ -122,7 +126,7 @@ private func rendered(_ config: Configuration, _ setting: Configuration.Setting)
     @Test func flagNamesAreTheContractNames() {
         #expect(Configuration.Setting.allCases.map(\.variable) == [
             "TOKENSIGNIN_CLIENT_IDS", "TOKENSIGNIN_JWKS_URL", "TOKENSIGNIN_JWKS_FILE", "TOKENSIGNIN_KEY_WAIT", "TOKENSIGNIN_LISTEN",
-            "TOKENSIGNIN_WORKERS", "TOKENSIGNIN_CHECK_WORKERS", "TOKENSIGNIN_REQUEST_TIMEOUT", "TOKENSIGNIN_HOSTED_DOMAINS", "TOKENSIGNIN_CLOCK_SKEW", "TOKENSIGNIN_DATABASE_URL",
+            "TOKENSIGNIN_WORKERS", "TOKENSIGNIN_CHECK_WORKERS", "TOKENSIGNIN_WORKER_SCHEDULING", "TOKENSIGNIN_REQUEST_TIMEOUT", "TOKENSIGNIN_HOSTED_DOMAINS", "TOKENSIGNIN_CLOCK_SKEW", "TOKENSIGNIN_DATABASE_URL",
             "TOKENSIGNIN_DATABASE_POOLER",
             "TOKENSIGNIN_SESSION_TTL", "TOKENSIGNIN_SESSION_IDLE_TTL", "TOKENSIGNIN_COOKIE_NAME",
             "TOKENSIGNIN_SITE_ORIGINS", "TOKENSIGNIN_SIGNIN_REDIRECT", "TOKENSIGNIN_WEB_FORM_ORIGINS", "TOKENSIGNIN_MAX_SESSIONS_PER_USER",
@@ -219,6 +223,8 @@ private func rendered(_ config: Configuration, _ setting: Configuration.Setting)
         ("TOKENSIGNIN_DATABASE_URL", "postgresql://app:s3cret@db/signin?bogus=1", "TOKENSIGNIN_DATABASE_URL is not a URL libpq accepts: invalid URI query parameter: \"bogus\""),
         ("TOKENSIGNIN_DATABASE_URL", "postgresql://app:s3cret@[::1/signin", "TOKENSIGNIN_DATABASE_URL is not a URL libpq accepts: end of string reached when looking for matching \"]\" in IPv6 host address in URI: \"postgresql://app:***@[::1/signin\""),
         ("TOKENSIGNIN_DATABASE_POOLER", "pgbouncer", "TOKENSIGNIN_DATABASE_POOLER must be none or transaction, got 'pgbouncer'"),
+        ("TOKENSIGNIN_WORKER_SCHEDULING", "fifo", "TOKENSIGNIN_WORKER_SCHEDULING must be batch or normal, got 'fifo'"),
+        ("TOKENSIGNIN_WORKER_SCHEDULING", "Batch", "TOKENSIGNIN_WORKER_SCHEDULING must be batch or normal, got 'Batch'"),
         ("TOKENSIGNIN_DATABASE_POOLER", "Transaction", "TOKENSIGNIN_DATABASE_POOLER must be none or transaction, got 'Transaction'"),
         ("TOKENSIGNIN_DATABASE_POOLER", "session", "TOKENSIGNIN_DATABASE_POOLER must be none or transaction, got 'session'"),
         ("TOKENSIGNIN_COOKIE_NAME", "a;b", "TOKENSIGNIN_COOKIE_NAME must be a token (letters, digits and !#$%&'*+-.^_`|~), got 'a;b'"),
