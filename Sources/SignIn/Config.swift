@@ -184,14 +184,7 @@ public struct Configuration: Sendable, Equatable {
         }
 
         // TOKENSIGNIN_WORKER_SCHEDULING
-        if let text = value(.workerScheduling) {
-            guard let scheduling = WorkerScheduling(rawValue: text) else {
-                throw Self.invalid("\(Setting.workerScheduling.variable) must be batch or normal, got '\(text)'")
-            }
-            workerScheduling = scheduling
-        } else {
-            workerScheduling = .normal
-        }
+        workerScheduling = try Self.choice(value(.workerScheduling), .workerScheduling, "batch or normal") ?? .normal
 
         // TOKENSIGNIN_REQUEST_TIMEOUT
         if let text = value(.requestTimeout) {
@@ -239,14 +232,7 @@ public struct Configuration: Sendable, Equatable {
         }
 
         // TOKENSIGNIN_DATABASE_POOLER
-        if let text = value(.databasePooler) {
-            guard let pooler = Pooler(rawValue: text) else {
-                throw Self.invalid("\(Setting.databasePooler.variable) must be none or transaction, got '\(text)'")
-            }
-            databasePooler = pooler
-        } else {
-            databasePooler = .none
-        }
+        databasePooler = try Self.choice(value(.databasePooler), .databasePooler, "none or transaction") ?? .none
 
         // TOKENSIGNIN_SESSION_TTL and TOKENSIGNIN_SESSION_IDLE_TTL
         sessionTTL = try Self.duration(value(.sessionTTL), .sessionTTL) ?? Self.defaultSessionTTL
@@ -489,6 +475,14 @@ public struct Configuration: Sendable, Equatable {
     }
 
     /// `true`/`false` (also `yes`/`no`, `1`/`0`), nil when unset.
+    /// One of an enumeration's raw values, spelt exactly (`allowed` names them for the error); nil when unset.
+    static func choice<Value: RawRepresentable>(_ text: String?, _ setting: Setting, _ allowed: String) throws(SignInError) -> Value?
+        where Value.RawValue == String {
+        guard let text else { return nil }
+        guard let value = Value(rawValue: text) else { throw invalid("\(setting.variable) must be \(allowed), got '\(text)'") }
+        return value
+    }
+
     static func boolean(_ text: String?, _ setting: Setting) throws(SignInError) -> Bool? {
         guard let text else { return nil }
         switch text.lowercased() {
