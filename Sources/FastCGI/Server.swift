@@ -18,6 +18,8 @@ extension Handler {
 
 /// How the worker threads are scheduled (Linux scheduling policies; see docs/fastcgi.md).
 public enum WorkerScheduling: String, Sendable, CaseIterable {
+    /// The policy the process started with (systemd's `CPUSchedulingPolicy=`, `chrt`): no call is made.
+    case inherit
     /// SCHED_OTHER, the kernel's default: a worker that wakes (a request arrived, its database answered) may
     /// preempt whatever runs on its core.
     case normal
@@ -64,7 +66,7 @@ public final class Server: Sendable {
     /// the permission of a unix socket file: the default 0o660 lets the owner and the group connect, so run
     /// the service with nginx's group (www-data) or pass 0o666 and protect the socket's directory instead.
     public init(listen: Listen, lanes: [Lane], limits: Limits, socketMode: UInt32 = 0o660,
-                backlog: Int32 = SOMAXCONN, scheduling: WorkerScheduling = .normal) throws(FastCGIError) {
+                backlog: Int32 = SOMAXCONN, scheduling: WorkerScheduling = .inherit) throws(FastCGIError) {
         try Self.validate(lanes: lanes, limits: limits)
         guard socketMode <= 0o777 else { throw FastCGIError(.badConfiguration, "socket mode \(socketMode)") }
         self.listener = try Listener.open(listen, socketMode: socketMode, backlog: backlog)
@@ -83,7 +85,7 @@ public final class Server: Sendable {
     }
 
     /// Adopts an already listening socket (tests use it for the `.inherited` path without fd 0).
-    init(adopting fd: Int32, lanes: [Lane], limits: Limits, scheduling: WorkerScheduling = .normal) throws(FastCGIError) {
+    init(adopting fd: Int32, lanes: [Lane], limits: Limits, scheduling: WorkerScheduling = .inherit) throws(FastCGIError) {
         try Self.validate(lanes: lanes, limits: limits)
         self.listener = try Listener.inherited(fd: fd)
         self.listen = .inherited
@@ -188,11 +190,16 @@ public final class Server: Sendable {
     /// SCHED_BATCH of <linux/sched.h>, which glibc's header declares only under _GNU_SOURCE (not imported).
     static let batchPolicy: Int32 = 3
 
-    /// Puts the calling thread under `scheduling`'s policy unless it is already (systemd's
-    /// `CPUSchedulingPolicy=` may have set it, where a system call filter refuses the change); nil when done,
-    /// else why not. The thread keeps running under its previous policy then.
+    /// Puts the calling thread under `scheduling`'s policy unless it is there already (systemd's
+    /// `CPUSchedulingPolicy=` may have set it, where a system call filter refuses the change) or `inherit`
+    /// leaves it alone; nil when done, else why not. The thread keeps running under its previous policy then.
     static func schedule(_ scheduling: WorkerScheduling) -> String? {
-        let policy = scheduling == .batch ? Self.batchPolicy : Int32(SCHED_OTHER)
+        let policy: Int32
+        switch scheduling {
+        case .inherit: return nil
+        case .normal: policy = Int32(SCHED_OTHER)
+        case .batch: policy = Self.batchPolicy
+        }
         if sched_getscheduler(0) == policy { return nil }
         var parameter = sched_param(sched_priority: 0)
         guard sched_setscheduler(0, policy, &parameter) == 0 else { return errnoText("sched_setscheduler(\(scheduling.rawValue))") }

@@ -27,7 +27,7 @@ public struct Configuration: Sendable, Equatable {
     public var workers: Int
     /// Checks-lane requests (`/auth/session`, `/healthz`, `/readyz`, `/metrics`) running at once (1...1024).
     public var checkWorkers: Int
-    /// How the worker threads are scheduled: `normal` (the default) or `batch` (SCHED_BATCH).
+    /// How the worker threads are scheduled: `inherit` (the default: as the process started), `normal` or `batch`.
     public var workerScheduling: WorkerScheduling
     /// The longest a FastCGI request may take to arrive, first byte to last, in seconds (1...300).
     public var requestTimeout: Int64
@@ -184,7 +184,7 @@ public struct Configuration: Sendable, Equatable {
         }
 
         // TOKENSIGNIN_WORKER_SCHEDULING
-        workerScheduling = try Self.choice(value(.workerScheduling), .workerScheduling, "batch or normal") ?? .normal
+        workerScheduling = try Self.choice(value(.workerScheduling), .workerScheduling, "inherit, normal or batch") ?? .inherit
 
         // TOKENSIGNIN_REQUEST_TIMEOUT
         if let text = value(.requestTimeout) {
@@ -379,7 +379,7 @@ public struct Configuration: Sendable, Equatable {
             case .listen: "unix socket path or host:port (default: the socket inherited as fd 0)"
             case .workers: "sign-ins and the rest running at once, 1...1024 (default: 2 per core)"
             case .checkWorkers: "session checks and health running at once, 1...1024 (default: 2 per core)"
-            case .workerScheduling: "normal, or batch: waking workers do not preempt nginx or PostgreSQL (default normal)"
+            case .workerScheduling: "inherit (the policy the process started with), normal, or batch: waking workers do not preempt nginx or PostgreSQL (default inherit)"
             case .requestTimeout: "longest a FastCGI request may take to arrive, 1s...300s (default 10s)"
             case .hostedDomains: "comma-separated Workspace domains allowed (default: any account)"
             case .clockSkew: "seconds of clock tolerance, 0...600 (default 60)"
@@ -474,7 +474,6 @@ public struct Configuration: Sendable, Equatable {
         host == "localhost" || host == "::1" || host.hasPrefix("127.") && host.split(separator: ".").count == 4
     }
 
-    /// `true`/`false` (also `yes`/`no`, `1`/`0`), nil when unset.
     /// One of an enumeration's raw values, spelt exactly (`allowed` names them for the error); nil when unset.
     static func choice<Value: RawRepresentable>(_ text: String?, _ setting: Setting, _ allowed: String) throws(SignInError) -> Value?
         where Value.RawValue == String {
@@ -483,6 +482,7 @@ public struct Configuration: Sendable, Equatable {
         return value
     }
 
+    /// `true`/`false` (also `yes`/`no`, `1`/`0`), nil when unset.
     static func boolean(_ text: String?, _ setting: Setting) throws(SignInError) -> Bool? {
         guard let text else { return nil }
         switch text.lowercased() {

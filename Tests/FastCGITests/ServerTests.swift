@@ -33,22 +33,33 @@ import Testing
         #expect(request.params["CONTENT_LENGTH"] == String(body.count))
     }
 
-    /// Each worker takes the server's scheduling policy before it serves (SCHED_BATCH = 3, SCHED_OTHER = 0),
-    /// whatever the thread that called `run` has; the caller's own policy is left as it was.
-    @Test(arguments: [(WorkerScheduling.batch, Int32(3)), (.normal, Int32(SCHED_OTHER))])
-    func workersRunUnderTheServersSchedulingPolicy(scheduling: WorkerScheduling, policy: Int32) throws {
+    /// Each worker takes the server's scheduling policy before it serves (SCHED_BATCH = 3, SCHED_OTHER = 0), or,
+    /// with `inherit`, keeps the one of the thread that started the server. The server is started from a thread
+    /// under the other policy (SCHED_BATCH for `normal`), so a worker that skipped the change would answer
+    /// the wrong one; every thread that answered is checked.
+    @Test(arguments: [(WorkerScheduling.batch, Int32(0), Int32(3)), (.normal, Int32(3), Int32(0)),
+                      (.inherit, Int32(3), Int32(3)), (.inherit, Int32(0), Int32(0))])
+    func workersRunUnderTheServersSchedulingPolicy(scheduling: WorkerScheduling, starter: Int32, policy: Int32) throws {
         let dir = try TempDir()
         let server = try Server(listen: .unix(dir.file("s")), lanes: [Lane(name: "default", workers: 3)],
                                 limits: Limits(maxBodyBytes: 16), scheduling: scheduling)
         let before = sched_getscheduler(0)
+        var parameter = sched_param(sched_priority: 0)
+        // The server's threads inherit this thread's policy (RunningServer starts `run` from it).
+        #expect(sched_setscheduler(0, starter, &parameter) == 0)
         let running = RunningServer(server) { _ in
-            Response(status: 200, contentType: "text/plain", body: "policy \(sched_getscheduler(0))")
+            Response(status: 200, contentType: "text/plain", body: "\(pthread_self()) \(sched_getscheduler(0))")
         }
+        #expect(sched_setscheduler(0, before, &parameter) == 0)
         defer { running.stop() }
-        for _ in 0..<6 {
+        var threads: Set<String> = []
+        for _ in 0..<12 {
             let result = try cgiFCGI(connect: dir.file("s"), params: ["REQUEST_METHOD": "GET", "REQUEST_URI": "/"])
-            #expect(String(decoding: try CGIResponse(result.stdout).body, as: UTF8.self) == "policy \(policy)")
+            let answer = String(decoding: try CGIResponse(result.stdout).body, as: UTF8.self).split(separator: " ")
+            #expect(answer.count == 2 && answer.last.map(String.init) == "\(policy)")
+            threads.insert(String(answer.first ?? ""))
         }
+        #expect(!threads.isEmpty)
         #expect(sched_getscheduler(0) == before)
     }
 
