@@ -167,7 +167,7 @@ public final class Connection {
     public func executeBatch(_ statement: Statement, _ batch: [[any SQLParameter]],
                              waitsOnRows: Bool = false) throws(StoreError) -> [Result<Rows, StoreError>] {
         var results = [Result<Rows, StoreError>?](repeating: nil, count: batch.count)
-        var texts: [[String?]] = []
+        var texts: [ParameterTexts] = []
         texts.reserveCapacity(batch.count)
         var pending: [Int] = []
         for (index, params) in batch.enumerated() {
@@ -176,7 +176,7 @@ public final class Connection {
                 texts.append(try Connection.texts(params))
                 pending.append(index)
             } catch {
-                texts.append([])
+                texts.append(ParameterTexts(count: 0))
                 results[index] = .failure(error)
             }
         }
@@ -234,7 +234,7 @@ public final class Connection {
     }
 
     /// Sends the statements and a Sync in one write and reads every result.
-    private func pipeline(_ statement: Statement, _ batch: [[String?]]) throws(StoreError) -> [Outcome] {
+    private func pipeline(_ statement: Statement, _ batch: [ParameterTexts]) throws(StoreError) -> [Outcome] {
         guard PQenterPipelineMode(pg) == 1 else { throw pipelineBroken() }
         var sent = true
         if pooler == .transaction {
@@ -445,42 +445,35 @@ public final class Connection {
     /// The parameters' text, checked: the protocol's limit on their number, and no NUL (libpq reads text
     /// parameters up to the first NUL; refused rather than silently truncated). Refused here, before anything
     /// is sent (in a pipeline, half of it would be).
-    private static func texts(_ params: [any SQLParameter]) throws(StoreError) -> [String?] {
+    private static func texts(_ params: [any SQLParameter]) throws(StoreError) -> ParameterTexts {
         guard params.count <= 65_535 else { throw StoreError(.invalidParameter, "more than 65535 parameters") }
-        var texts: [String?] = []
-        texts.reserveCapacity(params.count)
+        var texts = ParameterTexts(count: params.count)
         for param in params {
             guard var text = param.sqlText else {
-                texts.append(nil)
+                texts.offsets.append(-1)
                 continue
             }
-            if text.withUTF8({ $0.count > 0 && memchr($0.baseAddress!, 0, $0.count) != nil }) {
-                throw StoreError(.invalidParameter, "a parameter contains a NUL character")
+            let start = texts.bytes.count
+            let clean = text.withUTF8 { utf8 -> Bool in
+                guard let base = utf8.baseAddress, utf8.count > 0 else { return true }
+                guard memchr(base, 0, utf8.count) == nil else { return false }
+                texts.bytes.append(contentsOf: utf8)
+                return true
             }
-            texts.append(text)
+            guard clean else { throw StoreError(.invalidParameter, "a parameter contains a NUL character") }
+            texts.offsets.append(start)
+            texts.bytes.append(0)
         }
         return texts
     }
 
-    private static func withTexts<R>(_ texts: [String?], _ body: (Int32, UnsafePointer<UnsafePointer<CChar>?>?) -> R) -> R {
-        var buffer: [UInt8] = [0]
-        buffer.reserveCapacity(texts.reduce(1) { $0 + ($1?.utf8.count ?? 0) + 1 })
-        var offsets: [Int] = []   // -1: NULL
-        offsets.reserveCapacity(texts.count)
-        for text in texts {
-            guard var text else {
-                offsets.append(-1)
-                continue
-            }
-            offsets.append(buffer.count)
-            text.withUTF8 { buffer.append(contentsOf: $0) }
-            buffer.append(0)
-        }
-        return buffer.withUnsafeBufferPointer { bytes in bytes.withMemoryRebound(to: CChar.self) { chars in
-            let base = chars.baseAddress!
-            return withUnsafeTemporaryAllocation(of: UnsafePointer<CChar>?.self, capacity: max(offsets.count, 1)) { pointers in
-                for (index, offset) in offsets.enumerated() { pointers[index] = offset < 0 ? nil : UnsafePointer(base + offset) }
-                return body(Int32(texts.count), UnsafePointer(pointers.baseAddress))
+    private static func withTexts<R>(_ texts: ParameterTexts, _ body: (Int32, UnsafePointer<UnsafePointer<CChar>?>?) -> R) -> R {
+        texts.bytes.withUnsafeBufferPointer { bytes in bytes.withMemoryRebound(to: CChar.self) { chars in
+            withUnsafeTemporaryAllocation(of: UnsafePointer<CChar>?.self, capacity: max(texts.offsets.count, 1)) { pointers in
+                for (index, offset) in texts.offsets.enumerated() {
+                    pointers[index] = offset < 0 ? nil : UnsafePointer(chars.baseAddress! + offset)
+                }
+                return body(Int32(texts.offsets.count), UnsafePointer(pointers.baseAddress))
             }
         } }
     }
@@ -535,5 +528,17 @@ struct QueryResult: ~Copyable {
         let affected = Int(String(cString: PQcmdTuples(pointer))) ?? 0
         let tag = String(cString: PQcmdStatus(pointer))
         return Rows(columns: columns, count: rowCount, affectedRows: affected, commandTag: tag, values: values)
+    }
+}
+
+/// One statement's parameters as libpq takes them: their texts in one buffer, each ended by a NUL, and where
+/// each starts (-1 for SQL NULL). Built once per statement (`Connection.texts`), read by every send of it.
+struct ParameterTexts {
+    var bytes: [UInt8] = []
+    var offsets: [Int] = []
+
+    init(count: Int) {
+        offsets.reserveCapacity(count)
+        bytes.reserveCapacity(count * 16)
     }
 }

@@ -142,6 +142,22 @@ import TestSupport
         }
     }
 
+    /// The parameters share one buffer per statement: an empty text, a NULL and texts next to each other each
+    /// keep their own place, in every item of a batch and in a single statement.
+    @Test(arguments: Pooler.allCases)
+    func emptyNullAndTextParametersKeepTheirPlaces(pooler: Pooler) throws {
+        let connection = try Connection(conninfo: "", pooler: pooler)
+        let sql = "SELECT concat_ws('|', coalesce($1::text, 'NULL'), coalesce($2::text, 'NULL'), coalesce($3::text, 'NULL'), coalesce($4::text, 'NULL'))"
+        let null: String? = nil
+        let items: [[any SQLParameter]] = [["", null, "x", ""], [null, "", "", null], ["ab", "c", null, "défg"], [null, null, null, null]]
+        let expected = ["|NULL|x|", "NULL|||NULL", "ab|c|NULL|défg", "NULL|NULL|NULL|NULL"]
+        let results = try connection.executeBatch(Statement(name: "batch_places", sql: sql), items)
+        #expect(Self.values(results) == expected)
+        for (item, value) in zip(items, expected) {
+            #expect(try connection.query(sql, item)[0, 0] == value)
+        }
+    }
+
     @Test(arguments: Pooler.allCases)
     func aParameterWithNulFailsItsItemOnly(pooler: Pooler) throws {
         let connection = try Connection(conninfo: "", pooler: pooler)
