@@ -52,8 +52,14 @@ extension Optional: SQLParameter where Wrapped: SQLParameter {
 }
 
 extension Optional: SQLDecodable where Wrapped: SQLDecodable {
+    /// Inlinable, as `Rows.decode` is, so that a nullable column decodes without generic metadata looked up.
+    @inlinable
     public init(sqlText: String?) throws(StoreError) {
-        self = try sqlText.map { (text) throws(StoreError) in try Wrapped(sqlText: text) }
+        guard let sqlText else {
+            self = nil
+            return
+        }
+        self = try Wrapped(sqlText: sqlText)
     }
 }
 
