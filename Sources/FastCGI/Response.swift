@@ -29,13 +29,14 @@ public struct Response: Sendable {
         head += Self.statusLines[code] ?? Array("Status: \(code)\r\n".utf8)
         var hasLength = false
         for (name, value) in headers {
-            guard Self.isToken(name), Self.isFieldValue(value) else { return nil }
-            if name.utf8.count == 6, name.lowercased() == "status" { return nil }
-            if name.utf8.count == 14, name.lowercased() == "content-length" { hasLength = true }
-            head += name.utf8
+            let nameLength = name.utf8.count
+            if nameLength == 6, name.lowercased() == "status" { return nil }
+            if nameLength == 14, name.lowercased() == "content-length" { hasLength = true }
+            // Each checked as it is copied: one pass over a header's bytes.
+            guard nameLength > 0, Self.append(name, to: &head, allowing: { $0.allSatisfy(Self.isTokenByte) }) else { return nil }
             head.append(UInt8(ascii: ":"))
             head.append(UInt8(ascii: " "))
-            head += value.utf8
+            guard Self.append(value, to: &head, allowing: Self.isFieldValue) else { return nil }
             head.append(13)
             head.append(10)
         }
@@ -75,9 +76,33 @@ public struct Response: Sendable {
     }
 
     /// RFC 9110 field-value bytes: visible characters, space, tab and non-ASCII; no CR, LF, NUL or other controls.
-    static func isFieldValue(_ value: String) -> Bool {
-        func isValueByte(_ byte: UInt8) -> Bool { byte == 0x09 || (byte >= 0x20 && byte != 0x7F) }
-        return value.utf8.withContiguousStorageIfAvailable { $0.allSatisfy(isValueByte) } ?? value.utf8.allSatisfy(isValueByte)
+    /// Eight bytes at a time: a word with no byte below 0x20 and none equal to 0x7F is clean as a whole; one that
+    /// has such a byte (a tab, or a byte to refuse) is looked at byte by byte.
+    static func isFieldValue(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard let base = bytes.baseAddress else { return true }
+        let ones: UInt64 = 0x0101_0101_0101_0101, highs: UInt64 = 0x8080_8080_8080_8080
+        var offset = 0
+        while offset + 8 <= bytes.count {
+            let word = UnsafeRawPointer(base + offset).loadUnaligned(as: UInt64.self)
+            let below20 = (word &- ones &* 0x20) & ~word & highs      // a byte under 0x20 (exact for the first)
+            let del = word ^ (ones &* 0x7F)
+            let is7F = (del &- ones) & ~del & highs                    // a byte equal to 0x7F
+            if below20 | is7F != 0, !UnsafeBufferPointer(start: base + offset, count: 8).allSatisfy(isValueByte) { return false }
+            offset += 8
+        }
+        return UnsafeBufferPointer(start: base + offset, count: bytes.count - offset).allSatisfy(isValueByte)
+    }
+
+    private static func isValueByte(_ byte: UInt8) -> Bool { byte == 0x09 || (byte >= 0x20 && byte != 0x7F) }
+
+    /// Appends `text`'s UTF-8 to `head` when `valid` accepts it; false (and `head` left to be dropped) otherwise.
+    private static func append(_ text: String, to head: inout [UInt8], allowing valid: (UnsafeBufferPointer<UInt8>) -> Bool) -> Bool {
+        var text = text
+        return text.withUTF8 { bytes in
+            guard valid(bytes) else { return false }
+            head.append(contentsOf: bytes)
+            return true
+        }
     }
 
     /// `Status: <code> <reason>` and CRLF, for every code with a reason.

@@ -131,6 +131,36 @@ import Testing
         #expect(Response(status: 200, headers: [(name, "v")]).encodedHead() == nil)
     }
 
+    /// The word-at-a-time check agrees with the byte rule for every byte value at every place of a word and of
+    /// the tail, next to clean bytes and next to a tab (which makes a word be looked at byte by byte).
+    @Test(arguments: [UInt8(ascii: "a"), 0x09, 0xC3])
+    func fieldValueCheckAgreesWithTheByteRuleEverywhere(filler: UInt8) {
+        for byte in 0...255 {
+            let allowed = byte == 0x09 || (byte >= 0x20 && byte != 0x7F)
+            for length in [1, 7, 8, 9, 16, 19] {
+                for place in 0..<length {
+                    var bytes = [UInt8](repeating: filler, count: length)
+                    bytes[place] = UInt8(byte)
+                    let verdict = bytes.withUnsafeBufferPointer { Response.isFieldValue($0) }
+                    if verdict != allowed { Issue.record("byte \(byte) at \(place) of \(length): \(verdict)") }
+                }
+            }
+        }
+        #expect([UInt8]().withUnsafeBufferPointer { Response.isFieldValue($0) })
+    }
+
+    @Test func aHeadIsEncodedByteForByteInOrder() {
+        let response = Response(status: 200, headers: [("Content-Type", "application/json"), ("Set-Cookie", "a=1"),
+                                                       ("X-Name", "é\tx"), ("Set-Cookie", "b=2"), ("X-Empty", "")],
+                                body: Array("abc".utf8))
+        #expect(String(decoding: response.encodedHead() ?? [], as: UTF8.self) == """
+            Status: 200 OK\r\nContent-Type: application/json\r\nSet-Cookie: a=1\r\nX-Name: é\tx\r\nSet-Cookie: b=2\r\n\
+            X-Empty: \r\nContent-Length: 3\r\n\r\n
+            """)
+        let sized = Response(status: 200, headers: [("content-length", "3")], body: Array("abc".utf8))
+        #expect(String(decoding: sized.encodedHead() ?? [], as: UTF8.self) == "Status: 200 OK\r\ncontent-length: 3\r\n\r\n")
+    }
+
     @Test(arguments: [(204, "Status: 204 No Content\r\n\r\n"), (999, "Status: 500 Internal Server Error\r\nContent-Length: 0\r\n\r\n"),
                       (299, "Status: 299\r\nContent-Length: 0\r\n\r\n")])
     func statusLineForUnusualCodes(status: Int, head: String) {
