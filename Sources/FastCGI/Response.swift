@@ -33,7 +33,7 @@ public struct Response: Sendable {
             if nameLength == 6, name.lowercased() == "status" { return nil }
             if nameLength == 14, name.lowercased() == "content-length" { hasLength = true }
             // Each checked as it is copied: one pass over a header's bytes.
-            guard nameLength > 0, Self.append(name, to: &head, allowing: { $0.allSatisfy(Self.isTokenByte) }) else { return nil }
+            guard Self.append(name, to: &head, allowing: Self.isToken) else { return nil }
             head.append(UInt8(ascii: ":"))
             head.append(UInt8(ascii: " "))
             guard Self.append(value, to: &head, allowing: Self.isFieldValue) else { return nil }
@@ -56,11 +56,15 @@ public struct Response: Sendable {
 
     /// True when `name` is a non-empty RFC 9110 token (`!#$%&'*+-.^_`|~`, digits, letters): a header or cookie name.
     package static func isToken(_ name: some StringProtocol) -> Bool {
-        let utf8 = name.utf8
-        guard !utf8.isEmpty else { return false }
-        // A native string's bytes in one buffer (the usual case), else one by one.
-        return utf8.withContiguousStorageIfAvailable { $0.allSatisfy(isTokenByte) } ?? utf8.allSatisfy(isTokenByte)
+        // A native string's bytes in one buffer (the usual case), else a copy that has them so.
+        name.utf8.withContiguousStorageIfAvailable(isToken) ?? {
+            var copy = String(name)
+            return copy.withUTF8(isToken)
+        }()
     }
+
+    /// `isToken` of a name's UTF-8 bytes.
+    static func isToken(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool { !bytes.isEmpty && bytes.allSatisfy(isTokenByte) }
 
     private static func isTokenByte(_ byte: UInt8) -> Bool {
         switch byte {
