@@ -11,7 +11,10 @@ struct SessionToken {
     struct Hash: Hashable, Sendable, SQLParameter {
         let bytes: [UInt8]
         /// Bound as hex for `decode($n, 'hex')`.
-        var sqlText: String? { SQLHexBytes(bytes).hex }
+        func appendSQLText(to text: inout [UInt8]) -> Bool {
+            SQLHexBytes.appendHex(bytes, to: &text)
+            return true
+        }
     }
 
     /// A new token from OpenSSL's CSPRNG.

@@ -448,17 +448,14 @@ public final class Connection {
     private static func texts(_ params: [any SQLParameter]) throws(StoreError) -> ParameterTexts {
         guard params.count <= 65_535 else { throw StoreError(.invalidParameter, "more than 65535 parameters") }
         var texts = ParameterTexts(count: params.count)
-        for param in params {
-            guard var text = param.sqlText else {
+        for index in params.indices {
+            let start = texts.bytes.count
+            guard params[index].appendSQLText(to: &texts.bytes) else {
                 texts.offsets.append(-1)
                 continue
             }
-            let start = texts.bytes.count
-            let clean = text.withUTF8 { utf8 -> Bool in
-                guard let base = utf8.baseAddress, utf8.count > 0 else { return true }
-                guard memchr(base, 0, utf8.count) == nil else { return false }
-                texts.bytes.append(contentsOf: utf8)
-                return true
+            let clean = texts.bytes.withUnsafeBufferPointer { all in
+                all.count == start || memchr(all.baseAddress! + start, 0, all.count - start) == nil
             }
             guard clean else { throw StoreError(.invalidParameter, "a parameter contains a NUL character") }
             texts.offsets.append(start)
@@ -509,11 +506,18 @@ struct QueryResult: ~Copyable {
     init(_ pointer: OpaquePointer) { self.pointer = pointer }
     deinit { PQclear(pointer) }
 
-    /// Copies names, values and counts out of libpq's memory.
+    /// Copies values and counts out of libpq's memory, and the column names and command tag as bytes.
     func rows() -> Rows {
         let rowCount = Int(PQntuples(pointer))
         let columnCount = Int(PQnfields(pointer))
-        let columns = (0..<columnCount).map { String(cString: PQfname(pointer, Int32($0))) }
+        var labels: [UInt8] = []
+        labels.reserveCapacity(16 * columnCount + 16)
+        func appendLabel(_ text: UnsafePointer<CChar>?) {
+            if let text { labels.append(contentsOf: UnsafeRawBufferPointer(start: text, count: strlen(text))) }
+            labels.append(0)
+        }
+        for column in 0..<Int32(columnCount) { appendLabel(PQfname(pointer, column)) }
+        appendLabel(PQcmdStatus(pointer))
         var values: [String?] = []
         values.reserveCapacity(rowCount * columnCount)
         for row in 0..<Int32(rowCount) {
@@ -525,9 +529,21 @@ struct QueryResult: ~Copyable {
                 }
             }
         }
-        let affected = Int(String(cString: PQcmdTuples(pointer))) ?? 0
-        let tag = String(cString: PQcmdStatus(pointer))
-        return Rows(columns: columns, count: rowCount, affectedRows: affected, commandTag: tag, values: values)
+        return Rows(columnCount: columnCount, count: rowCount, affectedRows: Self.count(PQcmdTuples(pointer)),
+                    labels: labels, values: values)
+    }
+
+    /// PQcmdTuples' decimal count; 0 when it is empty (the statement reports none) or not a count.
+    private static func count(_ text: UnsafePointer<CChar>?) -> Int {
+        guard let text, text.pointee != 0 else { return 0 }
+        var value = 0, at = 0
+        while text[at] != 0 {
+            let digit = Int(text[at]) - 0x30
+            guard (0...9).contains(digit), at < 18 else { return 0 }
+            value = value * 10 + digit
+            at += 1
+        }
+        return value
     }
 }
 

@@ -14,33 +14,45 @@ public struct Statement: Hashable, Sendable {
     }
 }
 
-/// The result of one statement, copied out of libpq (text format; `nil` is SQL NULL).
+/// The result of one statement, copied out of libpq (text format; `nil` is SQL NULL). The column names and the
+/// command tag are kept as the bytes libpq gave, and made Strings only when asked for: a caller that decodes
+/// rows by position never reads them.
 public struct Rows: Sendable {
-    /// Column names in order.
-    public let columns: [String]
     /// The number of rows returned.
     public let count: Int
+    /// The number of columns.
+    public let columnCount: Int
     /// Rows inserted, updated or deleted (libpq's PQcmdTuples); 0 when the statement reports none.
     public let affectedRows: Int
-    /// The command tag, e.g. `INSERT 0 1` or `SELECT 3`.
-    public let commandTag: String
-    // Row-major values: row r, column c is at r * columns.count + c.
+    // The column names in order, then the command tag, each followed by a NUL (names cannot contain one).
+    private let labels: [UInt8]
+    // Row-major values: row r, column c is at r * columnCount + c.
     let values: [String?]
 
-    init(columns: [String], count: Int, affectedRows: Int, commandTag: String, values: [String?]) {
-        self.columns = columns
+    init(columnCount: Int, count: Int, affectedRows: Int, labels: [UInt8], values: [String?]) {
+        self.columnCount = columnCount
         self.count = count
         self.affectedRows = affectedRows
-        self.commandTag = commandTag
+        self.labels = labels
         self.values = values
+    }
+
+    /// Column names in order.
+    public var columns: [String] { Array(splitLabels.prefix(columnCount)) }
+
+    /// The command tag, e.g. `INSERT 0 1` or `SELECT 3`.
+    public var commandTag: String { splitLabels.last ?? "" }
+
+    private var splitLabels: [String] {
+        labels.split(separator: 0, omittingEmptySubsequences: false).dropLast().map { String(decoding: $0, as: UTF8.self) }
     }
 
     public var isEmpty: Bool { count == 0 }
 
     /// The value at `row`, `column`; traps when either is out of range, like an array.
     public subscript(row: Int, column: Int) -> String? {
-        precondition(row >= 0 && row < count && column >= 0 && column < columns.count, "Rows index out of range")
-        return values[row * columns.count + column]
+        precondition(row >= 0 && row < count && column >= 0 && column < columnCount, "Rows index out of range")
+        return values[row * columnCount + column]
     }
 
     /// The same as `rows[row, column]`, spelled out.
@@ -48,7 +60,7 @@ public struct Rows: Sendable {
 
     /// The value at `row` in the column named `column`; traps when there is no such column.
     public subscript(row row: Int, column column: String) -> String? {
-        guard let index = columns.firstIndex(of: column) else { preconditionFailure("no column \(column)") }
+        guard let index = columnIndex(column) else { preconditionFailure("no column \(column)") }
         return self[row, index]
     }
 

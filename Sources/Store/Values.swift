@@ -2,7 +2,17 @@
 
 /// A value that can be a statement parameter (`$n`), in PostgreSQL's text format; nil is SQL NULL.
 public protocol SQLParameter: Sendable {
-    var sqlText: String? { get }
+    /// Appends the value's text to `text` and returns true; returns false, appending nothing, for SQL NULL.
+    /// Written straight into the statement's parameter buffer (`Connection`): no String per parameter.
+    func appendSQLText(to text: inout [UInt8]) -> Bool
+}
+
+extension SQLParameter {
+    /// The text `appendSQLText` writes (nil for SQL NULL; bytes that are not UTF-8 read as U+FFFD).
+    public var sqlText: String? {
+        var text: [UInt8] = []
+        return appendSQLText(to: &text) ? String(decoding: text, as: UTF8.self) : nil
+    }
 }
 
 /// A value that can be decoded from one column of a result (text format; nil is SQL NULL).
@@ -12,7 +22,10 @@ public protocol SQLDecodable {
 }
 
 extension String: SQLParameter, SQLDecodable {
-    public var sqlText: String? { self }
+    public func appendSQLText(to text: inout [UInt8]) -> Bool {
+        text.append(contentsOf: utf8)
+        return true
+    }
     public init(sqlText: String?) throws(StoreError) {
         guard let sqlText else { throw StoreError(.unexpectedResult, "NULL where text was expected") }
         self = sqlText
@@ -20,7 +33,26 @@ extension String: SQLParameter, SQLDecodable {
 }
 
 extension Int64: SQLParameter, SQLDecodable {
-    public var sqlText: String? { String(self) }
+    public func appendSQLText(to text: inout [UInt8]) -> Bool {
+        Self.appendDecimal(self, to: &text)
+        return true
+    }
+
+    /// `value` in decimal, with a `-` when negative (what `String(value)` spells), digit by digit.
+    static func appendDecimal(_ value: Int64, to text: inout [UInt8]) {
+        if value < 0 { text.append(UInt8(ascii: "-")) }
+        var magnitude = value.magnitude
+        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // room for the 20 digits of a UInt64
+        withUnsafeMutableBytes(of: &digits) { buffer in
+            var at = buffer.count
+            repeat {
+                at -= 1
+                buffer[at] = UInt8(ascii: "0") + UInt8(magnitude % 10)
+                magnitude /= 10
+            } while magnitude > 0
+            text.append(contentsOf: buffer[at...])
+        }
+    }
     public init(sqlText: String?) throws(StoreError) {
         guard let sqlText, let value = Int64(sqlText) else {
             throw StoreError(.unexpectedResult, "'\(sqlText ?? "NULL")' where a bigint was expected")
@@ -30,14 +62,17 @@ extension Int64: SQLParameter, SQLDecodable {
 }
 
 extension Int: SQLParameter, SQLDecodable {
-    public var sqlText: String? { String(self) }
+    public func appendSQLText(to text: inout [UInt8]) -> Bool { Int64(self).appendSQLText(to: &text) }
     public init(sqlText: String?) throws(StoreError) {
         self = Int(try Int64(sqlText: sqlText))
     }
 }
 
 extension Bool: SQLParameter, SQLDecodable {
-    public var sqlText: String? { self ? "true" : "false" }
+    public func appendSQLText(to text: inout [UInt8]) -> Bool {
+        text.append(contentsOf: (self ? "true" : "false").utf8)
+        return true
+    }
     public init(sqlText: String?) throws(StoreError) {
         switch sqlText {
         case "t": self = true
@@ -48,7 +83,7 @@ extension Bool: SQLParameter, SQLDecodable {
 }
 
 extension Optional: SQLParameter where Wrapped: SQLParameter {
-    public var sqlText: String? { self?.sqlText }
+    public func appendSQLText(to text: inout [UInt8]) -> Bool { self?.appendSQLText(to: &text) ?? false }
 }
 
 extension Optional: SQLDecodable where Wrapped: SQLDecodable {
@@ -67,25 +102,32 @@ extension Optional: SQLDecodable where Wrapped: SQLDecodable {
 public struct SQLInterval: SQLParameter, Hashable {
     public let seconds: Int64
     public init(seconds: Int64) { self.seconds = seconds }
-    public var sqlText: String? { "\(seconds) seconds" }
+    public func appendSQLText(to text: inout [UInt8]) -> Bool {
+        Int64.appendDecimal(seconds, to: &text)
+        text.append(contentsOf: " seconds".utf8)
+        return true
+    }
 }
 
 /// Bytes bound as lower-case hex for `decode($n, 'hex')` (e.g. a SHA-256 digest for a bytea column).
 public struct SQLHexBytes: SQLParameter, Hashable {
-    public let hex: String
-    public init(_ bytes: [UInt8]) {
-        // Written into the string's own storage (a session hash is hashed per sign-in and per check).
-        hex = String(unsafeUninitializedCapacity: bytes.count * 2) { out in
-            for (index, byte) in bytes.enumerated() {
-                out[2 * index] = Self.digit(byte >> 4)
-                out[2 * index + 1] = Self.digit(byte & 0x0f)
-            }
-            return bytes.count * 2
+    public let bytes: [UInt8]
+    public init(_ bytes: [UInt8]) { self.bytes = bytes }
+
+    public func appendSQLText(to text: inout [UInt8]) -> Bool {
+        Self.appendHex(bytes, to: &text)
+        return true
+    }
+
+    /// Appends two lower-case hex digits per byte (a session hash is bound per sign-in and per check).
+    public static func appendHex(_ bytes: [UInt8], to text: inout [UInt8]) {
+        for byte in bytes {
+            text.append(digit(byte >> 4))
+            text.append(digit(byte & 0x0f))
         }
     }
 
     private static func digit(_ value: UInt8) -> UInt8 { value < 10 ? UInt8(ascii: "0") + value : UInt8(ascii: "a") + value - 10 }
-    public var sqlText: String? { hex }
 }
 
 extension Rows {
@@ -95,8 +137,8 @@ extension Rows {
     public func decode<each T: SQLDecodable>(row: Int, as types: repeat (each T).Type) throws(StoreError) -> (repeat each T) {
         var count = 0
         for _ in repeat (each T).self { count += 1 }
-        guard count == columns.count else {
-            throw StoreError(.unexpectedResult, "expected \(count) columns, the statement returned \(columns.count)")
+        guard count == columnCount else {
+            throw StoreError(.unexpectedResult, "expected \(count) columns, the statement returned \(columnCount)")
         }
         guard row >= 0, row < self.count else { throw StoreError(.unexpectedResult, "no row \(row)") }
         var column = 0

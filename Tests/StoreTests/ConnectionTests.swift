@@ -80,6 +80,30 @@ import Testing
         #expect(rows[0, 2] == "42")
     }
 
+    /// Each parameter type writes its own text into the statement's buffer: PostgreSQL reads back the same
+    /// values, the extremes of a bigint included, and a nil optional is NULL.
+    @Test(arguments: Pooler.allCases)
+    func typedParametersAreBoundAsPostgreSQLReadsThem(pooler: Pooler) throws {
+        let connection = try Connection(conninfo: "", pooler: pooler)
+        let none: Int64? = nil
+        let rows = try connection.query(
+            """
+            SELECT $1::bigint, $2::bigint, $3::bigint, $4::int, $5::boolean, $6::boolean,
+                   extract(epoch FROM $7::interval)::bigint, encode(decode($8, 'hex'), 'hex'), $9::bigint IS NULL, $10::bigint
+            """,
+            [Int64.min, Int64.max, Int64(0), -42, true, false, SQLInterval(seconds: 2_592_000),
+             SQLHexBytes([0x00, 0x01, 0xab, 0xff]), none, Optional(Int64(7))])
+        #expect((0..<10).map { rows[0, $0] }
+            == ["-9223372036854775808", "9223372036854775807", "0", "-42", "t", "f", "2592000", "0001abff", "t", "7"])
+    }
+
+    @Test(arguments: [Int64.min, Int64.min + 1, -10, -9, -1, 0, 1, 9, 10, 99, 100, 1_234_567_890, Int64.max - 1, Int64.max])
+    func integerParametersAreSpelledInDecimal(_ value: Int64) {
+        #expect(value.sqlText == String(value))
+        #expect(Int(truncatingIfNeeded: value).sqlText == String(Int(truncatingIfNeeded: value)))
+        #expect(SQLInterval(seconds: value).sqlText == "\(value) seconds")
+    }
+
     @Test(arguments: Pooler.allCases)
     func parameterWithNulIsRefusedNotTruncated(pooler: Pooler) throws {
         let connection = try Connection(conninfo: "", pooler: pooler)
@@ -109,14 +133,26 @@ import Testing
         let inserted = try connection.query("INSERT INTO t VALUES (1, 'a'), (2, NULL), (3, 'c')")
         #expect(inserted.affectedRows == 3)
         #expect(inserted.commandTag == "INSERT 0 3")
+        #expect(inserted.columns.isEmpty && inserted.columnCount == 0)
         let rows = try connection.query("SELECT id, label FROM t WHERE id >= $1 ORDER BY id", ["2"])
         #expect(rows.columns == ["id", "label"])
+        #expect(rows.columnCount == 2)
+        #expect(rows.commandTag == "SELECT 2")
+        #expect(rows.affectedRows == 2)
         #expect(rows.count == 2)
         #expect(rows[row: 0, column: "label"] == nil)
         #expect(rows[row: 1, column: 1] == "c")
         #expect(rows.columnIndex("missing") == nil)
         #expect(try connection.query("UPDATE t SET label = 'x' WHERE id > 1").affectedRows == 2)
         #expect(try connection.query("DELETE FROM t WHERE id = 99").affectedRows == 0)
+        let named = try connection.query(#"SELECT 1 AS "a b", 2 AS "é", 3"#)
+        #expect(named.columns == ["a b", "é", "?column?"])
+        #expect(named.columnIndex("é") == 1)
+        #expect(named.commandTag == "SELECT 1")
+        let nothing = try connection.query("SELECT")
+        #expect(nothing.columns.isEmpty && nothing.count == 1 && nothing.commandTag == "SELECT 1")
+        let empty = try connection.query("")
+        #expect(empty.columns.isEmpty && empty.count == 0 && empty.commandTag == "" && empty.affectedRows == 0)
     }
 
     @Test(arguments: Pooler.allCases)
