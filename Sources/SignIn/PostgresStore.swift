@@ -69,10 +69,9 @@ final class PostgresStore: SessionStore, SecurityEventStore {
     func signIns(_ batch: [(token: VerifiedToken, session: NewSession)]) throws -> [Result<SignInOutcome, any Error>] {
         guard batch.count > 1 else { return batch.map { item in Result { try signIn(item.token, item.session) } } }
         // By the bytes of google_sub (as PostgreSQL's unique index tells them apart), then by position.
-        let subjects = batch.map(\.token.subject)
+        let subjects = batch.map { Array($0.token.subject.utf8) }
         let order = batch.indices.sorted { a, b in
-            let (x, y) = (subjects[a].utf8, subjects[b].utf8)
-            return x.elementsEqual(y) ? a < b : x.lexicographicallyPrecedes(y)
+            subjects[a] == subjects[b] ? a < b : subjects[a].lexicographicallyPrecedes(subjects[b])
         }
         let results = try runBatch(Queries.signIn, order.map { signInParameters(batch[$0].token, batch[$0].session) },
                                    waitsOnRows: true)
