@@ -92,31 +92,35 @@ struct JSONObjectWriter {
         bytes.append(UInt8(ascii: "{"))
     }
 
-    private mutating func key(_ name: String) {
+    /// A member's name: a literal of ours, printable ASCII without `"` or `\`, so written as it is (checked in
+    /// debug builds, which the tests run: every sign-in answer passes here).
+    private mutating func key(_ name: StaticString) {
+        assert(name.withUTF8Buffer { $0.allSatisfy { $0 >= 0x20 && $0 < 0x7f && $0 != 0x22 && $0 != 0x5c } })
         if needsComma { bytes.append(UInt8(ascii: ",")) }
-        JSONValue.writeString(name, into: &bytes)
-        bytes.append(UInt8(ascii: ":"))
+        bytes.append(UInt8(ascii: "\""))
+        name.withUTF8Buffer { bytes.append(contentsOf: $0) }
+        bytes.append(contentsOf: "\":".utf8)
         needsComma = true
     }
 
     /// A string member, `null` when nil.
-    mutating func string(_ name: String, _ value: String?) {
+    mutating func string(_ name: StaticString, _ value: String?) {
         key(name)
         if let value { JSONValue.writeString(value, into: &bytes) } else { bytes.append(contentsOf: "null".utf8) }
     }
 
-    mutating func int(_ name: String, _ value: Int64) {
+    mutating func int(_ name: StaticString, _ value: Int64) {
         key(name)
         bytes.append(contentsOf: String(value).utf8)
     }
 
-    mutating func bool(_ name: String, _ value: Bool) {
+    mutating func bool(_ name: StaticString, _ value: Bool) {
         key(name)
         bytes.append(contentsOf: (value ? "true" : "false").utf8)
     }
 
     /// An object member whose members `body` writes.
-    mutating func object(_ name: String, _ body: (inout JSONObjectWriter) -> Void) {
+    mutating func object(_ name: StaticString, _ body: (inout JSONObjectWriter) -> Void) {
         key(name)
         bytes.append(UInt8(ascii: "{"))
         needsComma = false
