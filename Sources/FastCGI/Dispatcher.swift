@@ -32,9 +32,8 @@ public struct Statistics: Sendable, Equatable {
 final class Dispatcher: Sendable {
     let limits: Limits
     let gates: [LaneGate]
-    private let classify: @Sendable (Request) -> Int
-    /// Whether a request of a batching lane may start or join a batch.
-    private let batches: @Sendable (Request) -> Bool
+    /// Each request's lane, and whether it may start or join a batch of a batching lane (`Server.run`).
+    private let place: @Sendable (Request) -> Placement
     private let overloaded: @Sendable (Request) -> Response
     private let report: @Sendable (FastCGIError) -> Void
     private let listener: Listener
@@ -86,8 +85,8 @@ final class Dispatcher: Sendable {
     private static let exitTag: UInt64 = 1
     private static let handBackTag: UInt64 = 2
 
-    init(listener: Listener, lanes: [Lane], limits: Limits, open: Gauge, classify: @escaping @Sendable (Request) -> Int,
-         batches: @escaping @Sendable (Request) -> Bool = { _ in true }, overloaded: @escaping @Sendable (Request) -> Response,
+    init(listener: Listener, lanes: [Lane], limits: Limits, open: Gauge, place: @escaping @Sendable (Request) -> Placement,
+         overloaded: @escaping @Sendable (Request) -> Response,
          report: @escaping @Sendable (FastCGIError) -> Void) throws(FastCGIError) {
         let epollFD = epoll_create1(Int32(EPOLL_CLOEXEC))
         guard epollFD >= 0 else { throw FastCGIError(.startFailed, errnoText("epoll_create1")) }
@@ -109,8 +108,7 @@ final class Dispatcher: Sendable {
         self.limits = limits
         self.open = open
         self.gates = lanes.enumerated().map { LaneGate(lane: $0.element, index: $0.offset) }
-        self.classify = classify
-        self.batches = batches
+        self.place = place
         self.overloaded = overloaded
         self.report = report
     }
@@ -382,9 +380,10 @@ final class Dispatcher: Sendable {
             case .request(let request):
                 // The next request's clock starts with its own first byte.
                 connection.busySince = 0
-                let lane = laneIndex(for: request)
+                let placement = place(request)
+                let lane = gates.indices.contains(placement.lane) ? placement.lane : 0
                 var job = Job(connection: connection, request: request, lane: lane, queued: monotonicNanoseconds())
-                job.joins = gates[lane].lane.batch > 1 && batches(request)
+                job.joins = gates[lane].lane.batch > 1 && placement.batches
                 if lane == riding && job.joins {
                     job.rides = true
                     return .run(job)
@@ -440,11 +439,6 @@ final class Dispatcher: Sendable {
     private func handOff(_ items: [Work]) {
         returned.withLock { $0.append(contentsOf: items) }
         raiseHandBack()
-    }
-
-    private func laneIndex(for request: Request) -> Int {
-        let index = classify(request)
-        return gates.indices.contains(index) ? index : 0
     }
 
     /// Puts a connection back into the set until its next event: between requests it is idle; with a request

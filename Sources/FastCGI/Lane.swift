@@ -38,6 +38,20 @@ public struct Lane: Sendable, Equatable {
     }
 }
 
+/// Where a request runs, as `Server.run`'s `place` decides it once per request: its lane (an index into the
+/// server's lanes; out of range means lane 0), and whether it may start or join a batch of that lane when the
+/// lane batches (`Lane.batch` > 1). One that may not runs alone, as in a lane that does not batch (e.g. only the
+/// sign-ins of a lane batch).
+public struct Placement: Sendable, Equatable {
+    public var lane: Int
+    public var batches: Bool
+
+    public init(lane: Int, batches: Bool = true) {
+        self.lane = lane
+        self.batches = batches
+    }
+}
+
 /// A complete request waiting for its lane, with the connection it came on.
 struct Job {
     let connection: Connection
@@ -46,7 +60,7 @@ struct Job {
     let lane: Int
     /// When it was queued (monotonic ns), for `Lane.maxWait`.
     let queued: UInt64
-    /// It may start or join a batch of its lane (a batching lane, and `Server.run`'s `batches` says so).
+    /// It may start or join a batch of its lane (a batching lane, and its `Placement` says so).
     var joins = false
     /// Taken into a batch without a slot of its own (`Dispatcher.gather`).
     var rides = false

@@ -129,10 +129,8 @@ public final class Server: Sendable {
 
     /// Serves until `stop()` has drained the server.
     ///
-    /// - `classify` picks the lane (an index into `lanes`; out of range means lane 0) of each request once its
-    ///   parameters and body have arrived; it runs on a worker, so keep it cheap.
-    /// - `batches` says whether a request of a batching lane (`Lane.batch` > 1) may start or join a batch; one
-    ///   that may not runs alone, as in a lane that does not batch (e.g. only the sign-ins of a lane batch).
+    /// - `place` gives each request's `Placement` once its parameters and body have arrived: its lane, and
+    ///   whether it may start or join a batch. It runs on a worker, once per request, so keep it cheap.
     /// - `overloaded` is the answer the server sends itself when a lane's queue is full, or a request waited in
     ///   it longer than the lane's `maxWait` (e.g. a 503 with Retry-After).
     /// - `report` hears every connection closed for a protocol violation or timeout, every overload, every
@@ -143,8 +141,7 @@ public final class Server: Sendable {
     /// The calling thread keeps the deadlines and the stop. SIGPIPE is ignored from then on. Throws when a thread could not start or the
     /// listening socket failed for good. A server runs once; the listening socket it opened is closed (and its
     /// unix socket file removed) when the stop begins.
-    public func run(classify: @escaping @Sendable (Request) -> Int,
-                    batches: @escaping @Sendable (Request) -> Bool = { _ in true },
+    public func run(place: @escaping @Sendable (Request) -> Placement,
                     overloaded: @escaping @Sendable (Request) -> Response,
                     report: @escaping @Sendable (FastCGIError) -> Void = { _ in },
                     makeHandler: @escaping @Sendable (_ worker: Int) -> any Handler) throws(FastCGIError) {
@@ -161,8 +158,7 @@ public final class Server: Sendable {
         // A peer that vanishes is a write error on its connection, never the end of the process (sockets are
         // written with MSG_NOSIGNAL; this covers every other write of the process, as libfcgi's init did).
         signal(SIGPIPE, SIG_IGN)
-        let dispatcher = try Dispatcher(listener: listener, lanes: lanes, limits: limits, open: open, classify: classify,
-                                        batches: batches,
+        let dispatcher = try Dispatcher(listener: listener, lanes: lanes, limits: limits, open: open, place: place,
                                         overloaded: overloaded, report: report)
         current.withLock { $0 = dispatcher }
         if stopping.load(ordering: .acquiring) { dispatcher.requestStop() }
@@ -208,7 +204,7 @@ public final class Server: Sendable {
 
     /// Serves every request in the first lane, with a plain 503 as the overload answer.
     public func run(makeHandler: @escaping @Sendable (Int) -> any Handler) throws(FastCGIError) {
-        try run(classify: { _ in 0 },
+        try run(place: { _ in Placement(lane: 0) },
                 overloaded: { _ in Response(status: 503, contentType: "text/plain", body: "overloaded\n", headers: [("Retry-After", "1")]) },
                 makeHandler: makeHandler)
     }

@@ -55,7 +55,7 @@ public enum Serve {
         do {
             let service = Service(configuration: configuration, tokens: keys, log: log, clock: clock, metrics: metrics,
                                   samples: { [server] in samples(of: server) })
-            try server.run(classify: lane(of:), batches: batches(_:), overloaded: { _ in overloadedResponse },
+            try server.run(place: placement(of:), overloaded: { _ in overloadedResponse },
                            report: { event in reportFastCGI(event, log: log) },
                            makeHandler: { _ in
                                Application(service: service, store: PostgresStore(configuration, log: log, metrics: metrics))
@@ -78,16 +78,13 @@ public enum Serve {
               batch: 16, quick: true)]
     }
 
-    /// The lane of a request: 1 (checks) for the routes that must never queue behind sign-ins (`Route.isCheck`).
-    @Sendable static func lane(of request: Request) -> Int {
-        (try? Route.match(request))?.isCheck == true ? 1 : 0
-    }
-
-    /// What may be answered in a batch: the checks lane's requests, and of the default lane's only sign-ins (a
-    /// sign-out or a security event waiting on a lock must not hold up the answers of a batch).
-    @Sendable static func batches(_ request: Request) -> Bool {
-        guard let route = try? Route.match(request) else { return false }
-        return route == .signIn || route.isCheck
+    /// Where a request runs, from its route matched once: the checks lane (1) for the routes that must never
+    /// queue behind sign-ins (`Route.isCheck`), the default lane (0) for the rest. What may be answered in a
+    /// batch: the checks lane's requests, and of the default lane's only sign-ins (a sign-out or a security
+    /// event waiting on a lock must not hold up the answers of a batch).
+    @Sendable static func placement(of request: Request) -> Placement {
+        guard let route = try? Route.match(request) else { return Placement(lane: 0, batches: false) }
+        return Placement(lane: route.isCheck ? 1 : 0, batches: route == .signIn || route.isCheck)
     }
 
     /// What the FastCGI server answers itself when a lane's queue is full or a request waited too long.

@@ -132,7 +132,7 @@ final class RunningServer: Sendable {
          makeHandler: @escaping @Sendable (Int) -> any Handler) {
         self.server = server
         start { () throws(FastCGIError) in
-            try server.run(classify: { _ in 0 }, batches: batches,
+            try server.run(place: { Placement(lane: 0, batches: batches($0)) },
                            overloaded: { _ in Response(status: 503, contentType: "text/plain", body: "overloaded\n") },
                            makeHandler: makeHandler)
         }
@@ -144,7 +144,7 @@ final class RunningServer: Sendable {
          handlers: [@Sendable (Request) -> Response]) {
         self.server = server
         start { () throws(FastCGIError) in
-            try server.run(classify: classify, overloaded: { _ in overloaded }, report: report) { _ in
+            try server.run(place: { Placement(lane: classify($0)) }, overloaded: { _ in overloaded }, report: report) { _ in
                 ClosureHandler { request in handlers[classify(request)](request) }
             }
         }

@@ -120,7 +120,7 @@ extension Response {
     ] as [(String, String, Int, Bool)])
     func lanesAndBatches(method: String, path: String, lane: Int, batches: Bool) {
         let request = RouteHarness.make(method, path)
-        #expect(Serve.lane(of: request) == lane && Serve.batches(request) == batches)
+        #expect(Serve.placement(of: request) == Placement(lane: lane, batches: batches))
     }
 
     /// (method, path, status, Allow)
