@@ -69,7 +69,7 @@ public enum Serve {
     /// The default lane (index 0) takes sign-ins and everything else; the checks lane (index 1) the requests
     /// a protected site or a monitor waits on, so a slow database under sign-ins never delays them. Both answer
     /// what is ready together (`Application.handle(batch:)`: one round trip for a batch's sign-ins, one for
-    /// its checks; `batches`); only checks are quick enough for their worker to keep the reading to itself
+    /// its checks; `placement(of:)`); only checks are quick enough for their worker to keep the reading to itself
     /// meanwhile.
     static func lanes(_ configuration: Configuration) -> [Lane] {
         [Lane(name: "default", workers: configuration.workers, queueLimit: 16 * configuration.workers, maxWait: .seconds(5),

@@ -11,10 +11,7 @@ struct SessionToken {
     struct Hash: Hashable, Sendable, SQLParameter {
         let bytes: [UInt8]
         /// Bound as hex for `decode($n, 'hex')`.
-        func appendSQLText(to text: inout [UInt8]) -> Bool {
-            SQLHexBytes.appendHex(bytes, to: &text)
-            return true
-        }
+        func appendSQLText(to text: inout [UInt8]) -> Bool { SQLHexBytes(bytes).appendSQLText(to: &text) }
     }
 
     /// A new token from OpenSSL's CSPRNG.

@@ -451,6 +451,7 @@ public final class Connection {
         for index in params.indices {
             let start = texts.bytes.count
             guard params[index].appendSQLText(to: &texts.bytes) else {
+                assert(texts.bytes.count == start, "a NULL parameter appended text")
                 texts.offsets.append(-1)
                 continue
             }
@@ -533,14 +534,17 @@ struct QueryResult: ~Copyable {
                     labels: labels, values: values)
     }
 
-    /// PQcmdTuples' decimal count; 0 when it is empty (the statement reports none) or not a count.
+    /// PQcmdTuples' decimal count; 0 when it is empty (the statement reports none), not a count, or beyond `Int`.
     private static func count(_ text: UnsafePointer<CChar>?) -> Int {
-        guard let text, text.pointee != 0 else { return 0 }
+        guard let text else { return 0 }
         var value = 0, at = 0
         while text[at] != 0 {
             let digit = Int(text[at]) - 0x30
-            guard (0...9).contains(digit), at < 18 else { return 0 }
-            value = value * 10 + digit
+            guard (0...9).contains(digit) else { return 0 }
+            let (tens, over) = value.multipliedReportingOverflow(by: 10)
+            let (next, carry) = tens.addingReportingOverflow(digit)
+            guard !over, !carry else { return 0 }
+            value = next
             at += 1
         }
         return value

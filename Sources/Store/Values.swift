@@ -38,20 +38,17 @@ extension Int64: SQLParameter, SQLDecodable {
         return true
     }
 
-    /// `value` in decimal, with a `-` when negative (what `String(value)` spells), digit by digit.
+    /// `value` in decimal, with a `-` when negative (what `String(value)` spells): the digits lowest first, then
+    /// put in order.
     static func appendDecimal(_ value: Int64, to text: inout [UInt8]) {
         if value < 0 { text.append(UInt8(ascii: "-")) }
+        let start = text.count
         var magnitude = value.magnitude
-        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // room for the 20 digits of a UInt64
-        withUnsafeMutableBytes(of: &digits) { buffer in
-            var at = buffer.count
-            repeat {
-                at -= 1
-                buffer[at] = UInt8(ascii: "0") + UInt8(magnitude % 10)
-                magnitude /= 10
-            } while magnitude > 0
-            text.append(contentsOf: buffer[at...])
-        }
+        repeat {
+            text.append(UInt8(ascii: "0") + UInt8(magnitude % 10))
+            magnitude /= 10
+        } while magnitude > 0
+        text[start...].reverse()
     }
     public init(sqlText: String?) throws(StoreError) {
         guard let sqlText, let value = Int64(sqlText) else {
@@ -120,7 +117,7 @@ public struct SQLHexBytes: SQLParameter, Hashable {
     }
 
     /// Appends two lower-case hex digits per byte (a session hash is bound per sign-in and per check).
-    public static func appendHex(_ bytes: [UInt8], to text: inout [UInt8]) {
+    private static func appendHex(_ bytes: [UInt8], to text: inout [UInt8]) {
         for byte in bytes {
             text.append(digit(byte >> 4))
             text.append(digit(byte & 0x0f))

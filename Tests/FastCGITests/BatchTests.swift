@@ -90,7 +90,7 @@ private final class Shared: Sendable {
         #expect(eventually { running.server.laneUsage.first?.running == 0 })
     }
 
-    /// `Server.run`'s `batches` keeps a request out of batches: it runs alone when its turn comes, and the
+    /// `Placement.batches` keeps a request out of batches: it runs alone when its turn comes, and the
     /// ones that may join that waited around it still make one batch, in their order.
     @Test func requestsThatMayNotJoinRunAloneAndTheOthersStillBatch() throws {
         let dir = try TempDir()

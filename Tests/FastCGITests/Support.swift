@@ -127,7 +127,7 @@ final class RunningServer: Sendable {
         start { () throws(FastCGIError) in try server.run { _ in ClosureHandler(handler) } }
     }
 
-    /// Runs `server` with one lane, each worker's handler made by `makeHandler`; `batches` as `Server.run`'s.
+    /// Runs `server` with one lane, each worker's handler made by `makeHandler`; `batches` is each request's `Placement.batches`.
     init(_ server: Server, batches: @escaping @Sendable (Request) -> Bool = { _ in true },
          makeHandler: @escaping @Sendable (Int) -> any Handler) {
         self.server = server

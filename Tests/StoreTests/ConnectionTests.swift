@@ -104,10 +104,24 @@ import Testing
         #expect(SQLInterval(seconds: value).sqlText == "\(value) seconds")
     }
 
+    /// The texts PostgreSQL would accept in other spellings too (`1`, upper-case hex), pinned as written.
+    @Test func otherParametersAreSpelledExactly() {
+        #expect(true.sqlText == "true" && false.sqlText == "false")
+        #expect(SQLHexBytes([0x00, 0x01, 0xab, 0xff, 0x9a]).sqlText == "0001abff9a")
+        #expect(SQLHexBytes([]).sqlText == "")
+        #expect((nil as String?).sqlText == nil && Optional("x").sqlText == "x")
+    }
+
     @Test(arguments: Pooler.allCases)
     func parameterWithNulIsRefusedNotTruncated(pooler: Pooler) throws {
         let connection = try Connection(conninfo: "", pooler: pooler)
         #expect(throws: StoreError(.invalidParameter)) { try connection.query("SELECT $1::text", ["a\u{0}b"]) }
+        // In a later parameter, after an empty one and a NULL (each checked over its own bytes).
+        let none: String? = nil
+        #expect(throws: StoreError(.invalidParameter)) {
+            try connection.query("SELECT $1::text, $2::text, $3::text, $4::text", ["ok", "", none, "\u{0}"])
+        }
+        #expect(try connection.query("SELECT $1::text, $2::text, $3::text", ["ok", "", none])[0, 0] == "ok")
         #expect(throws: StoreError(.invalidParameter)) {
             try connection.execute(Statement(name: "nul", sql: "SELECT $1::text"), ["a\u{0}b"])
         }
