@@ -48,7 +48,7 @@ extension Int64: SQLParameter, SQLDecodable {
             text.append(UInt8(ascii: "0") + UInt8(magnitude % 10))
             magnitude /= 10
         } while magnitude > 0
-        text[start...].reverse()
+        text.withUnsafeMutableBufferPointer { $0[start...].reverse() }  // in place (the Array's own slice would copy)
     }
     public init(sqlText: String?) throws(StoreError) {
         guard let sqlText, let value = Int64(sqlText) else {
