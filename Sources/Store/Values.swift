@@ -111,17 +111,13 @@ public struct SQLHexBytes: SQLParameter, Hashable {
     public let bytes: [UInt8]
     public init(_ bytes: [UInt8]) { self.bytes = bytes }
 
+    /// Two lower-case hex digits per byte (a session hash is bound per sign-in and per check).
     public func appendSQLText(to text: inout [UInt8]) -> Bool {
-        Self.appendHex(bytes, to: &text)
-        return true
-    }
-
-    /// Appends two lower-case hex digits per byte (a session hash is bound per sign-in and per check).
-    private static func appendHex(_ bytes: [UInt8], to text: inout [UInt8]) {
         for byte in bytes {
-            text.append(digit(byte >> 4))
-            text.append(digit(byte & 0x0f))
+            text.append(Self.digit(byte >> 4))
+            text.append(Self.digit(byte & 0x0f))
         }
+        return true
     }
 
     private static func digit(_ value: UInt8) -> UInt8 { value < 10 ? UInt8(ascii: "0") + value : UInt8(ascii: "a") + value - 10 }
