@@ -66,6 +66,9 @@ final class Dispatcher: Sendable {
     /// Set when the graceful stop begins: every answer from then on closes its connection.
     let draining = Atomic<Bool>(false)
     private let failure = Mutex<FastCGIError?>(nil)
+    /// The last request read may join a batch of a lane that is not `quick` (a sign-in): under
+    /// `WorkerScheduling.adaptive` the next reader waits under SCHED_BATCH.
+    private let slowBatchesRead = Atomic<Bool>(false)
 
     private let accepted = Atomic<Int>(0)
     private let answered = Atomic<Int>(0)
@@ -152,16 +155,21 @@ final class Dispatcher: Sendable {
     /// events that arrive meanwhile wait for the batch's end and make the next batch) and takes it back if
     /// nobody took it. A batch that holds the lent baton longer than `lentBatonRescue` has the timer wake a
     /// waiting worker to read in its place.
-    func work(handler: any Handler) {
+    ///
+    /// `adapting`: the worker follows `WorkerScheduling.adaptive` (it runs under SCHED_OTHER now), and reports
+    /// a refused change there (the worker then stays under the policy it has).
+    func work(handler: any Handler, adapting: (@Sendable (String) -> Void)? = nil) {
         var events = [epoll_event](repeating: epoll_event(), count: 1)
         var scratch = [UInt8](repeating: 0, count: 64 * 1024)
         var ready = [epoll_event](repeating: epoll_event(), count: gates.map(\.lane.batch).max() ?? 1)
         var leading = false
+        var policy: Int32? = adapting == nil ? nil : Int32(SCHED_OTHER)
         while true {
             if !leading {
                 baton.take()
                 leading = true
             }
+            if let current = policy, let refused = adapting { policy = adapt(current, refused: refused) }
             let count = epoll_wait(epoll.raw, &events, 1, -1)
             if count < 0 {
                 if errno == EINTR { continue }
@@ -182,6 +190,20 @@ final class Dispatcher: Sendable {
             }
             if let item { serve(item, handler: handler, scratch: &scratch, ready: &ready, leading: &leading) }
         }
+    }
+
+    /// The reader's policy under `WorkerScheduling.adaptive`, taken before it waits for the next request:
+    /// SCHED_BATCH after a slow request that batches, SCHED_OTHER after any other. Returns the policy it has
+    /// now, or nil when the change was refused (reported; the worker stops adapting).
+    private func adapt(_ current: Int32, refused: @Sendable (String) -> Void) -> Int32? {
+        let wanted = slowBatchesRead.load(ordering: .relaxed) ? Server.batchPolicy : Int32(SCHED_OTHER)
+        guard wanted != current else { return current }
+        var parameter = sched_param(sched_priority: 0)
+        guard sched_setscheduler(0, wanted, &parameter) == 0 else {
+            refused(errnoText("sched_setscheduler(adaptive)"))
+            return nil
+        }
+        return wanted
     }
 
     /// How long a batch may hold the lent baton before the timer wakes a waiting worker to read instead (the
@@ -384,6 +406,8 @@ final class Dispatcher: Sendable {
                 let lane = gates.indices.contains(placement.lane) ? placement.lane : 0
                 var job = Job(connection: connection, request: request, lane: lane, queued: monotonicNanoseconds())
                 job.joins = gates[lane].lane.batch > 1 && placement.batches
+                let slow = job.joins && !gates[lane].lane.quick
+                if slowBatchesRead.load(ordering: .relaxed) != slow { slowBatchesRead.store(slow, ordering: .relaxed) }
                 if lane == riding && job.joins {
                     job.rides = true
                     return .run(job)

@@ -25,6 +25,8 @@ public struct Lane: Sendable, Equatable {
     /// The lane's batches are answered in well under a millisecond (session checks): the worker serving one
     /// keeps reading to itself meanwhile (it lends the baton, waking nobody). Otherwise (sign-ins: a signature
     /// and a heavy statement each) it wakes another worker to read before it starts, as for a single request.
+    /// Under `WorkerScheduling.adaptive`, a request that may join a batch of a lane that is not quick has the
+    /// next reader wait under SCHED_BATCH.
     public let quick: Bool
 
     public init(name: String, workers: Int, queueLimit: Int = 256, maxWait: Duration = .seconds(5), batch: Int = 1,

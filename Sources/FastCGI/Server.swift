@@ -27,6 +27,13 @@ public enum WorkerScheduling: String, Sendable, CaseIterable {
     /// worker) to block or use up its turn, rather than preempting it. Same share of the CPU; fewer context
     /// switches, and what arrived meanwhile is served in one batch.
     case batch
+    /// SCHED_BATCH while the requests being read are slow ones that batch (sign-ins), SCHED_OTHER otherwise:
+    /// the worker about to wait for the next request takes SCHED_BATCH when the last request read may join a
+    /// batch of a lane that is not `quick`, and SCHED_OTHER when it was any other. So a burst of sign-ins is
+    /// read as under `batch` (the woken reader lets the web server finish its turn, and finds more requests
+    /// when it runs), and session checks as under `normal` (read at once). Only workers that start under
+    /// SCHED_OTHER adapt: under any other policy (systemd's `CPUSchedulingPolicy=`, `chrt`) this is `inherit`.
+    case adaptive
 }
 
 /// A multi-threaded FastCGI responder.
@@ -165,12 +172,14 @@ public final class Server: Sendable {
 
         var threads: [pthread_t] = []
         var startError: FastCGIError?
+        let refused: @Sendable (String) -> Void = { [self] detail in
+            if !schedulingRefused.exchange(true, ordering: .relaxed) { report(FastCGIError(.schedulingRefused, detail)) }
+        }
         for worker in 0..<workers {
             guard let thread = Threads.start({ [self] in
-                if let refused = Self.schedule(scheduling), !schedulingRefused.exchange(true, ordering: .relaxed) {
-                    report(FastCGIError(.schedulingRefused, refused))
-                }
-                dispatcher.work(handler: makeHandler(worker))
+                if let detail = Self.schedule(scheduling) { refused(detail) }
+                let adapts = scheduling == .adaptive && sched_getscheduler(0) == Int32(SCHED_OTHER)
+                dispatcher.work(handler: makeHandler(worker), adapting: adapts ? refused : nil)
             }) else {
                 startError = FastCGIError(.startFailed, errnoText("pthread_create"))
                 dispatcher.requestStop()
@@ -192,7 +201,7 @@ public final class Server: Sendable {
     static func schedule(_ scheduling: WorkerScheduling) -> String? {
         let policy: Int32
         switch scheduling {
-        case .inherit: return nil
+        case .inherit, .adaptive: return nil
         case .normal: policy = Int32(SCHED_OTHER)
         case .batch: policy = Self.batchPolicy
         }

@@ -27,7 +27,8 @@ public struct Configuration: Sendable, Equatable {
     public var workers: Int
     /// Checks-lane requests (`/auth/session`, `/healthz`, `/readyz`, `/metrics`) running at once (1...1024).
     public var checkWorkers: Int
-    /// How the worker threads are scheduled: `inherit` (the default: as the process started), `normal` or `batch`.
+    /// How the worker threads are scheduled: `adaptive` (the default: SCHED_BATCH while reading sign-ins), `inherit`
+    /// (as the process started), `normal` or `batch`.
     public var workerScheduling: WorkerScheduling
     /// The longest a FastCGI request may take to arrive, first byte to last, in seconds (1...300).
     public var requestTimeout: Int64
@@ -184,7 +185,7 @@ public struct Configuration: Sendable, Equatable {
         }
 
         // TOKENSIGNIN_WORKER_SCHEDULING
-        workerScheduling = try Self.choice(value(.workerScheduling), .workerScheduling, "inherit, normal or batch") ?? .inherit
+        workerScheduling = try Self.choice(value(.workerScheduling), .workerScheduling, "adaptive, inherit, normal or batch") ?? .adaptive
 
         // TOKENSIGNIN_REQUEST_TIMEOUT
         if let text = value(.requestTimeout) {
@@ -379,7 +380,7 @@ public struct Configuration: Sendable, Equatable {
             case .listen: "unix socket path or host:port (default: the socket inherited as fd 0)"
             case .workers: "sign-ins and the rest running at once, 1...1024 (default: 2 per core)"
             case .checkWorkers: "session checks and health running at once, 1...1024 (default: 2 per core)"
-            case .workerScheduling: "inherit (the policy the process started with), normal, or batch: waking workers do not preempt nginx or PostgreSQL (default inherit)"
+            case .workerScheduling: "adaptive (SCHED_BATCH while reading sign-ins, SCHED_OTHER otherwise), inherit (the policy the process started with), normal, or batch: waking workers do not preempt nginx or PostgreSQL (default adaptive)"
             case .requestTimeout: "longest a FastCGI request may take to arrive, 1s...300s (default 10s)"
             case .hostedDomains: "comma-separated Workspace domains allowed (default: any account)"
             case .clockSkew: "seconds of clock tolerance, 0...600 (default 60)"

@@ -37,8 +37,11 @@ import Testing
     /// with `inherit`, keeps the one of the thread that started the server. The server is started from a thread
     /// under the other policy (SCHED_BATCH for `normal`), so a worker that skipped the change would answer
     /// the wrong one; every thread that answered is checked.
+    /// `adaptive` is `inherit` for workers started under another policy than SCHED_OTHER, and keeps SCHED_OTHER
+    /// where nothing batches (this server's one lane does not).
     @Test(arguments: [(WorkerScheduling.batch, Int32(0), Int32(3)), (.normal, Int32(3), Int32(0)),
-                      (.inherit, Int32(3), Int32(3)), (.inherit, Int32(0), Int32(0))])
+                      (.inherit, Int32(3), Int32(3)), (.inherit, Int32(0), Int32(0)),
+                      (.adaptive, Int32(3), Int32(3)), (.adaptive, Int32(0), Int32(0))])
     func workersRunUnderTheServersSchedulingPolicy(scheduling: WorkerScheduling, starter: Int32, policy: Int32) throws {
         let dir = try TempDir()
         let server = try Server(listen: .unix(dir.file("s")), lanes: [Lane(name: "default", workers: 3)],
@@ -60,6 +63,37 @@ import Testing
             threads.insert(String(answer.first ?? ""))
         }
         #expect(!threads.isEmpty)
+        #expect(sched_getscheduler(0) == before)
+    }
+
+    /// `adaptive`: the worker about to wait for the next request takes SCHED_BATCH (3) when the last request read
+    /// may join a batch of a lane that is not quick (`/slow`, a sign-in's placement), and SCHED_OTHER (0) after
+    /// any other: a quick lane's (`/check`) or a slow lane's that does not batch (`/alone`). Requests go one at a
+    /// time, each answering the policy of the worker that read it, so each answer is the previous request's kind.
+    @Test func adaptiveReadersFollowTheLastRequestRead() throws {
+        let dir = try TempDir()
+        let server = try Server(listen: .unix(dir.file("s")),
+                                lanes: [Lane(name: "default", workers: 2, batch: 4), Lane(name: "checks", workers: 2, batch: 4, quick: true)],
+                                limits: Limits(maxBodyBytes: 16), scheduling: .adaptive)
+        let before = sched_getscheduler(0)
+        var parameter = sched_param(sched_priority: 0)
+        #expect(sched_setscheduler(0, Int32(SCHED_OTHER), &parameter) == 0)
+        let running = RunningServer(server, place: { request in
+            switch request.path {
+            case "/slow": Placement(lane: 0)
+            case "/alone": Placement(lane: 0, batches: false)
+            default: Placement(lane: 1)
+            }
+        }) { _ in Response(status: 200, contentType: "text/plain", body: "\(sched_getscheduler(0))") }
+        #expect(sched_setscheduler(0, before, &parameter) == 0)
+        defer { running.stop() }
+        let paths = ["/slow", "/slow", "/check", "/check", "/slow", "/alone", "/alone", "/slow", "/slow", "/slow", "/check", "/slow"]
+        var answers: [String] = []
+        for path in paths {
+            let result = try cgiFCGI(connect: dir.file("s"), params: ["REQUEST_METHOD": "GET", "REQUEST_URI": path])
+            answers.append(String(decoding: try CGIResponse(result.stdout).body, as: UTF8.self))
+        }
+        #expect(answers == ["0", "3", "3", "0", "0", "3", "0", "0", "3", "3", "3", "0"])
         #expect(sched_getscheduler(0) == before)
     }
 

@@ -138,6 +138,16 @@ final class RunningServer: Sendable {
         }
     }
 
+    /// Runs `server` with `place` deciding each request's lane and batching, every request answered by `handler`.
+    init(_ server: Server, place: @escaping @Sendable (Request) -> Placement, handler: @escaping @Sendable (Request) -> Response) {
+        self.server = server
+        start { () throws(FastCGIError) in
+            try server.run(place: place, overloaded: { _ in Response(status: 503, contentType: "text/plain", body: "overloaded\n") }) { _ in
+                ClosureHandler(handler)
+            }
+        }
+    }
+
     /// Runs `server` with lanes: `classify` picks the lane, and a request of lane N is answered by `handlers[N]`.
     init(_ server: Server, classify: @escaping @Sendable (Request) -> Int, overloaded: Response,
          report: @escaping @Sendable (FastCGIError) -> Void = { _ in },
