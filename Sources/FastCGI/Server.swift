@@ -45,7 +45,8 @@ public final class Server: Sendable {
     public let listen: Listen
     public let lanes: [Lane]
     public let limits: Limits
-    /// The worker threads' scheduling policy, set by each worker as it starts.
+    /// The worker threads' scheduling policy: set by each worker as it starts, or (`adaptive`) changed by the
+    /// worker before each wait for the next request.
     public let scheduling: WorkerScheduling
     /// What the socket is bound to, for logs: the unix path, `host:port` (the real port when 0 was
     /// asked for), or `fd N` when inherited.

@@ -70,14 +70,17 @@ import Testing
     /// may join a batch of a lane that is not quick (`/slow`, a sign-in's placement), and SCHED_OTHER (0) after
     /// any other: a quick lane's (`/check`) or a slow lane's that does not batch (`/alone`). Requests go one at a
     /// time, each answering the policy of the worker that read it, so each answer is the previous request's kind.
-    @Test func adaptiveReadersFollowTheLastRequestRead() throws {
+    /// Workers started under SCHED_BATCH keep it through the same requests (`adaptive` is `inherit` for them).
+    @Test(arguments: [(Int32(0), ["0", "3", "3", "0", "0", "3", "0", "0", "3", "3", "3", "0"]),
+                      (Int32(3), Array(repeating: "3", count: 12))])
+    func adaptiveReadersFollowTheLastRequestRead(starter: Int32, expected: [String]) throws {
         let dir = try TempDir()
         let server = try Server(listen: .unix(dir.file("s")),
                                 lanes: [Lane(name: "default", workers: 2, batch: 4), Lane(name: "checks", workers: 2, batch: 4, quick: true)],
                                 limits: Limits(maxBodyBytes: 16), scheduling: .adaptive)
         let before = sched_getscheduler(0)
         var parameter = sched_param(sched_priority: 0)
-        #expect(sched_setscheduler(0, Int32(SCHED_OTHER), &parameter) == 0)
+        #expect(sched_setscheduler(0, starter, &parameter) == 0)
         let running = RunningServer(server, place: { request in
             switch request.path {
             case "/slow": Placement(lane: 0)
@@ -93,7 +96,7 @@ import Testing
             let result = try cgiFCGI(connect: dir.file("s"), params: ["REQUEST_METHOD": "GET", "REQUEST_URI": path])
             answers.append(String(decoding: try CGIResponse(result.stdout).body, as: UTF8.self))
         }
-        #expect(answers == ["0", "3", "3", "0", "0", "3", "0", "0", "3", "3", "3", "0"])
+        #expect(answers == expected)
         #expect(sched_getscheduler(0) == before)
     }
 
