@@ -198,9 +198,8 @@ final class Dispatcher: Sendable {
     private func adapt(_ current: Int32, refused: @Sendable (String) -> Void) -> Int32? {
         let wanted = slowBatchesRead.load(ordering: .relaxed) ? Server.batchPolicy : Int32(SCHED_OTHER)
         guard wanted != current else { return current }
-        var parameter = sched_param(sched_priority: 0)
-        guard sched_setscheduler(0, wanted, &parameter) == 0 else {
-            refused(errnoText("sched_setscheduler(adaptive)"))
+        if let why = Server.setPolicy(wanted, for: .adaptive) {
+            refused(why)
             return nil
         }
         return wanted

@@ -207,6 +207,12 @@ public final class Server: Sendable {
         case .batch: policy = Self.batchPolicy
         }
         if sched_getscheduler(0) == policy { return nil }
+        return setPolicy(policy, for: scheduling)
+    }
+
+    /// Puts the calling thread under `policy` (SCHED_OTHER or SCHED_BATCH: no priority); nil when done, else
+    /// why not, naming `scheduling`.
+    static func setPolicy(_ policy: Int32, for scheduling: WorkerScheduling) -> String? {
         var parameter = sched_param(sched_priority: 0)
         guard sched_setscheduler(0, policy, &parameter) == 0 else { return errnoText("sched_setscheduler(\(scheduling.rawValue))") }
         return nil
