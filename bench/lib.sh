@@ -73,6 +73,21 @@ bench_stop() {
     rm -rf "$dir/secret"
 }
 
+# Signs every user of $dir/secret/tokens.txt in once through the real path and keeps their session tokens in
+# $dir/secret/sessions.txt (secrets: in $dir/secret only); stops unless at least $1 sessions came back.
+# Sets: sessions (how many).
+sign_in_users() {
+    local users=$1
+    echo "signing $users users in..."
+    rm -f "$dir/secret/sessions.txt".*
+    wrk -t2 -c"$connections" -d60s -s "$here/bench/session-signin.lua" "https://127.0.0.1:$port/tokensignin" \
+        -- "$dir/secret/tokens.txt" "$dir/secret/sessions.txt" 2 >"$dir/wrk-signin.txt"
+    cat "$dir/secret/sessions.txt".* >"$dir/secret/sessions.txt"
+    rm -f "$dir/secret/sessions.txt".*
+    sessions=$(wc -l <"$dir/secret/sessions.txt")
+    [ "$sessions" -ge "$users" ] || { echo "only $sessions of $users sign-ins answered with a session" >&2; exit 1; }
+}
+
 # Mints $1 distinct users' tokens (subs bench-user-1 ... bench-user-$1), one per line, into $2.
 mint_tokens() {
     "$bin" dev token --key "$dir/keys/dev-signing-key.pem" --kid "$(tr -d '\n' <"$dir/keys/kid")" --aud "$client_id" \
