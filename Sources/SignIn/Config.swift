@@ -30,6 +30,9 @@ public struct Configuration: Sendable, Equatable {
     /// How the worker threads are scheduled: `adaptive` (the default: SCHED_BATCH while reading sign-ins), `inherit`
     /// (as the process started), `normal` or `batch`.
     public var workerScheduling: WorkerScheduling
+    /// Sign-ins one worker may verify and open together, in one database round trip (1...64): 1 opens each on
+    /// its own (lower latency at moderate load, more CPU per sign-in; docs/fastcgi.md "Batches").
+    public var signInBatch: Int
     /// The longest a FastCGI request may take to arrive, first byte to last, in seconds (1...300).
     public var requestTimeout: Int64
     /// Google Workspace domains (`hd` claim) allowed to sign in, lower-cased; empty means any account.
@@ -187,6 +190,16 @@ public struct Configuration: Sendable, Equatable {
         // TOKENSIGNIN_WORKER_SCHEDULING
         workerScheduling = try Self.choice(value(.workerScheduling), .workerScheduling, "adaptive, inherit, normal or batch") ?? .adaptive
 
+        // TOKENSIGNIN_SIGNIN_BATCH
+        if let text = value(.signInBatch) {
+            guard let number = Self.decimal(text), (1...64).contains(number) else {
+                throw Self.invalid("\(Setting.signInBatch.variable) must be a whole number (1...64), got '\(text)'")
+            }
+            signInBatch = Int(number)
+        } else {
+            signInBatch = Self.defaultSignInBatch
+        }
+
         // TOKENSIGNIN_REQUEST_TIMEOUT
         if let text = value(.requestTimeout) {
             guard let seconds = Self.parseDuration(text), seconds <= 300 else {
@@ -290,6 +303,7 @@ public struct Configuration: Sendable, Equatable {
     public static let defaultSessionTTL: Int64 = 30 * 86_400
     public static let defaultSessionIdleTTL: Int64 = 7 * 86_400
     public static let defaultMaxSessionsPerUser = 100
+    public static let defaultSignInBatch = 16
     public static let defaultRequestTimeout: Int64 = 10
     /// Milliseconds (docs/keys.md: a cold start answers 503 after this rather than holding the sign-in).
     public static let defaultKeyWait: Int64 = 1_000
@@ -350,6 +364,7 @@ public struct Configuration: Sendable, Equatable {
         case workers = "WORKERS"
         case checkWorkers = "CHECK_WORKERS"
         case workerScheduling = "WORKER_SCHEDULING"
+        case signInBatch = "SIGNIN_BATCH"
         case requestTimeout = "REQUEST_TIMEOUT"
         case hostedDomains = "HOSTED_DOMAINS"
         case clockSkew = "CLOCK_SKEW"
@@ -381,6 +396,7 @@ public struct Configuration: Sendable, Equatable {
             case .workers: "sign-ins and the rest running at once, 1...1024 (default: 2 per core)"
             case .checkWorkers: "session checks and health running at once, 1...1024 (default: 2 per core)"
             case .workerScheduling: "adaptive (SCHED_BATCH while reading sign-ins, SCHED_OTHER otherwise), inherit (the policy the process started with), normal, or batch: waking workers do not preempt nginx or PostgreSQL (default adaptive)"
+            case .signInBatch: "sign-ins opened together in one database round trip at most, 1...64; 1: each alone, lower latency at moderate load, more CPU per sign-in (default 16)"
             case .requestTimeout: "longest a FastCGI request may take to arrive, 1s...300s (default 10s)"
             case .hostedDomains: "comma-separated Workspace domains allowed (default: any account)"
             case .clockSkew: "seconds of clock tolerance, 0...600 (default 60)"

@@ -73,7 +73,7 @@ public enum Serve {
     /// meanwhile.
     static func lanes(_ configuration: Configuration) -> [Lane] {
         [Lane(name: "default", workers: configuration.workers, queueLimit: 16 * configuration.workers, maxWait: .seconds(5),
-              batch: 16),
+              batch: configuration.signInBatch),
          Lane(name: "checks", workers: configuration.checkWorkers, queueLimit: 64 * configuration.checkWorkers, maxWait: .seconds(2),
               batch: 16, quick: true)]
     }

@@ -20,6 +20,7 @@ private func rendered(_ config: Configuration, _ setting: Configuration.Setting)
     case .workers: String(config.workers)
     case .checkWorkers: String(config.checkWorkers)
     case .workerScheduling: config.workerScheduling.rawValue
+    case .signInBatch: String(config.signInBatch)
     case .requestTimeout: String(config.requestTimeout)
     case .hostedDomains: config.hostedDomains.joined(separator: "|")
     case .clockSkew: String(config.clockSkew)
@@ -46,6 +47,7 @@ private func rendered(_ config: Configuration, _ setting: Configuration.Setting)
         (.workers, "8"),
         (.checkWorkers, "8"),
         (.workerScheduling, "adaptive"),
+        (.signInBatch, "16"),
         (.requestTimeout, "10"),
         (.hostedDomains, ""),
         (.clockSkew, "60"),
@@ -95,6 +97,8 @@ private func rendered(_ config: Configuration, _ setting: Configuration.Setting)
         (.workerScheduling, "batch", "normal", "normal"),
         (.workerScheduling, "batch", "inherit", "inherit"),
         (.workerScheduling, "inherit", "adaptive", "adaptive"),
+        (.signInBatch, "4", "1", "1"),
+        (.signInBatch, "1", "64", "64"),
         (.requestTimeout, "5s", "1m", "60"),
         (.hostedDomains, "env.example", "Example.COM,b.example", "example.com|b.example"),
         (.clockSkew, "10", "0", "0"),
@@ -128,7 +132,7 @@ private func rendered(_ config: Configuration, _ setting: Configuration.Setting)
     @Test func flagNamesAreTheContractNames() {
         #expect(Configuration.Setting.allCases.map(\.variable) == [
             "TOKENSIGNIN_CLIENT_IDS", "TOKENSIGNIN_JWKS_URL", "TOKENSIGNIN_JWKS_FILE", "TOKENSIGNIN_KEY_WAIT", "TOKENSIGNIN_LISTEN",
-            "TOKENSIGNIN_WORKERS", "TOKENSIGNIN_CHECK_WORKERS", "TOKENSIGNIN_WORKER_SCHEDULING", "TOKENSIGNIN_REQUEST_TIMEOUT", "TOKENSIGNIN_HOSTED_DOMAINS", "TOKENSIGNIN_CLOCK_SKEW", "TOKENSIGNIN_DATABASE_URL",
+            "TOKENSIGNIN_WORKERS", "TOKENSIGNIN_CHECK_WORKERS", "TOKENSIGNIN_WORKER_SCHEDULING", "TOKENSIGNIN_SIGNIN_BATCH", "TOKENSIGNIN_REQUEST_TIMEOUT", "TOKENSIGNIN_HOSTED_DOMAINS", "TOKENSIGNIN_CLOCK_SKEW", "TOKENSIGNIN_DATABASE_URL",
             "TOKENSIGNIN_DATABASE_POOLER",
             "TOKENSIGNIN_SESSION_TTL", "TOKENSIGNIN_SESSION_IDLE_TTL", "TOKENSIGNIN_COOKIE_NAME",
             "TOKENSIGNIN_SITE_ORIGINS", "TOKENSIGNIN_SIGNIN_REDIRECT", "TOKENSIGNIN_WEB_FORM_ORIGINS", "TOKENSIGNIN_MAX_SESSIONS_PER_USER",
@@ -234,6 +238,9 @@ private func rendered(_ config: Configuration, _ setting: Configuration.Setting)
         ("TOKENSIGNIN_WEB_FORM_ORIGINS", "accounts.google.com", "TOKENSIGNIN_WEB_FORM_ORIGINS has a malformed origin (want scheme://host[:port], no path): 'accounts.google.com'"),
         ("TOKENSIGNIN_WEB_FORM_ORIGINS", "http://standin.example", "TOKENSIGNIN_WEB_FORM_ORIGINS has an http origin that is not loopback (use https): 'http://standin.example'"),
         ("TOKENSIGNIN_MAX_SESSIONS_PER_USER", "0", "TOKENSIGNIN_MAX_SESSIONS_PER_USER must be a whole number (1...10000), got '0'"),
+        ("TOKENSIGNIN_SIGNIN_BATCH", "0", "TOKENSIGNIN_SIGNIN_BATCH must be a whole number (1...64), got '0'"),
+        ("TOKENSIGNIN_SIGNIN_BATCH", "65", "TOKENSIGNIN_SIGNIN_BATCH must be a whole number (1...64), got '65'"),
+        ("TOKENSIGNIN_SIGNIN_BATCH", "8x", "TOKENSIGNIN_SIGNIN_BATCH must be a whole number (1...64), got '8x'"),
         ("TOKENSIGNIN_SIGNIN_REDIRECT", "//evil.example", "TOKENSIGNIN_SIGNIN_REDIRECT must be a path starting with a single '/' or an https URL on one of TOKENSIGNIN_SITE_ORIGINS, got '//evil.example'"),
     ])
     func malformedValueMessageIsExact(variable: String, value: String, message: String) {

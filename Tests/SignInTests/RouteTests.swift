@@ -123,6 +123,18 @@ extension Response {
         #expect(Serve.placement(of: request) == Placement(lane: lane, batches: batches))
     }
 
+    /// `TOKENSIGNIN_SIGNIN_BATCH` sizes the default lane's batches (1: every sign-in alone); the checks lane's
+    /// stay at 16.
+    @Test(arguments: [(nil, 16), ("1", 1), ("5", 5), ("64", 64)] as [(String?, Int)])
+    func theSignInBatchSettingSizesTheDefaultLanesBatches(setting: String?, batch: Int) throws {
+        var environment = ["TOKENSIGNIN_CLIENT_IDS": "1234567890-web.apps.googleusercontent.com"]
+        environment["TOKENSIGNIN_SIGNIN_BATCH"] = setting
+        let lanes = Serve.lanes(try Configuration(environment: environment, processorCount: 2))
+        #expect(lanes.map(\.name) == ["default", "checks"])
+        #expect(lanes.map(\.batch) == [batch, 16])
+        #expect(lanes.map(\.quick) == [false, true])
+    }
+
     /// (method, path, status, Allow)
     @Test(arguments: [
         ("GET", "/tokensignin", 405, "POST"), ("PUT", "/tokensignin", 405, "POST"),
