@@ -168,37 +168,18 @@ public struct Configuration: Sendable, Equatable {
         }
 
         // TOKENSIGNIN_WORKERS
-        if let text = value(.workers) {
-            guard let number = Self.decimal(text), (1...1024).contains(number) else {
-                throw Self.invalid("\(Setting.workers.variable) must be a positive integer (1...1024), got '\(text)'")
-            }
-            workers = Int(number)
-        } else {
-            workers = Self.defaultWorkers(processorCount: processorCount)
-        }
+        workers = try Self.count(value(.workers), .workers, in: 1...1024, "a positive integer")
+            ?? Self.defaultWorkers(processorCount: processorCount)
 
         // TOKENSIGNIN_CHECK_WORKERS
-        if let text = value(.checkWorkers) {
-            guard let number = Self.decimal(text), (1...1024).contains(number) else {
-                throw Self.invalid("\(Setting.checkWorkers.variable) must be a positive integer (1...1024), got '\(text)'")
-            }
-            checkWorkers = Int(number)
-        } else {
-            checkWorkers = Self.defaultWorkers(processorCount: processorCount)
-        }
+        checkWorkers = try Self.count(value(.checkWorkers), .checkWorkers, in: 1...1024, "a positive integer")
+            ?? Self.defaultWorkers(processorCount: processorCount)
 
         // TOKENSIGNIN_WORKER_SCHEDULING
         workerScheduling = try Self.choice(value(.workerScheduling), .workerScheduling, "adaptive, inherit, normal or batch") ?? .adaptive
 
         // TOKENSIGNIN_SIGNIN_BATCH
-        if let text = value(.signInBatch) {
-            guard let number = Self.decimal(text), (1...64).contains(number) else {
-                throw Self.invalid("\(Setting.signInBatch.variable) must be a whole number (1...64), got '\(text)'")
-            }
-            signInBatch = Int(number)
-        } else {
-            signInBatch = Self.defaultSignInBatch
-        }
+        signInBatch = try Self.count(value(.signInBatch), .signInBatch, in: 1...64, "a whole number") ?? Self.defaultSignInBatch
 
         // TOKENSIGNIN_REQUEST_TIMEOUT
         if let text = value(.requestTimeout) {
@@ -287,14 +268,8 @@ public struct Configuration: Sendable, Equatable {
         sqlDirectory = value(.sqlDirectory) ?? "sql"
 
         // TOKENSIGNIN_MAX_SESSIONS_PER_USER
-        if let text = value(.maxSessionsPerUser) {
-            guard let number = Self.decimal(text), (1...10_000).contains(number) else {
-                throw Self.invalid("\(Setting.maxSessionsPerUser.variable) must be a whole number (1...10000), got '\(text)'")
-            }
-            maxSessionsPerUser = Int(number)
-        } else {
-            maxSessionsPerUser = Self.defaultMaxSessionsPerUser
-        }
+        maxSessionsPerUser = try Self.count(value(.maxSessionsPerUser), .maxSessionsPerUser, in: 1...10_000, "a whole number")
+            ?? Self.defaultMaxSessionsPerUser
     }
 
     // MARK: Defaults
@@ -531,6 +506,15 @@ public struct Configuration: Sendable, Equatable {
     static func invalid(_ message: String) -> SignInError { SignInError(.invalidConfiguration, message) }
 
     /// Only ASCII digits (no sign, no spaces), at most 18 of them so the value fits in Int64.
+    /// A count within `range` (decimal digits only), nil when unset; `kind` names it in the message.
+    static func count(_ text: String?, _ setting: Setting, in range: ClosedRange<Int64>, _ kind: String) throws(SignInError) -> Int? {
+        guard let text else { return nil }
+        guard let number = decimal(text), range.contains(number) else {
+            throw invalid("\(setting.variable) must be \(kind) (\(range.lowerBound)...\(range.upperBound)), got '\(text)'")
+        }
+        return Int(number)
+    }
+
     static func decimal(_ text: some StringProtocol) -> Int64? {
         guard !text.isEmpty, text.utf8.count <= 18, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
         return Int64(text)
