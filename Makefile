@@ -206,6 +206,6 @@ migrate: ## apply the installed migrations (TOKENSIGNIN_SQL_DIR) to the database
 	$(if $(MIGRATE_ROLE),scripts/as-service "$(ENV_FILE)" "$(MIGRATE_AS)" -- sh -c 'exec psql -X -q -v ON_ERROR_STOP=1 \
 		-v owner=$(MIGRATE_ROLE) -v app=$(SERVICE_USER) -f "$${TOKENSIGNIN_SQL_DIR:-sql}/roles.sql"')
 
-prune: ## delete expired sessions and old audit rows now (what tokensignin-prune.timer runs hourly)
+prune: ## delete expired, idle and long-revoked sessions and old audit rows now (what tokensignin-prune.timer runs hourly)
 	@test -n "$(TOKENSIGNIN)" || { echo "no tokensignin: install it (make install, or the .deb)" >&2; exit 1; }
 	scripts/as-service "$(ENV_FILE)" "$(RUN_AS)" -- $(TOKENSIGNIN) prune

@@ -55,7 +55,7 @@ public struct Configuration: Sendable, Equatable {
     public var signInRedirect: String
     /// Pages that may post the Sign in with Google web form cross-site (Google's; a stand-in in development).
     public var webFormOrigins: [Origin]
-    /// Live sessions one user may hold; the oldest beyond it are revoked at sign-in (1...10000).
+    /// Live sessions one user may hold; the least recently used beyond it are revoked at sign-in (1...10000).
     public var maxSessionsPerUser: Int
     /// The folder of migration files `tokensignin migrate` applies.
     public var sqlDirectory: String

@@ -92,6 +92,8 @@ import TestSupport
         for refused in answers where refused.status == 429 {
             #expect(refused.errorCode == "too_many_requests", "JSON, not nginx's HTML: \(refused)")
             #expect(refused.header("Retry-After") == "1")
+            #expect(refused.header("Content-Type") == "application/json" && refused.header("Cache-Control") == "no-store",
+                    "\(refused)")
         }
     }
 
