@@ -44,6 +44,14 @@ final class Connection: @unchecked Sendable {
     /// Requests and replies handled since a worker last took the connection from the epoll set or the
     /// hand-back list (the dispatcher gives it back after `Dispatcher.turn`, so one peer cannot keep a worker).
     var turnItems = 0
+    /// Bytes read since then (the dispatcher gives it back after `Limits.readPerTurn`).
+    var turnBytes = 0
+
+    /// A worker took it from the epoll set or the hand-back list: a new turn begins.
+    func beginTurn() {
+        turnItems = 0
+        turnBytes = 0
+    }
 
     init(_ socket: consuming Descriptor, limits: Limits, now: UInt64) {
         fd = socket.raw
@@ -82,9 +90,15 @@ final class Connection: @unchecked Sendable {
     /// Writes all of `bytes`. Without a budget it does not wait (the timer never blocks, and a management
     /// reply the peer leaves unread closes the connection). With one, it polls for room, but the connection
     /// may spend at most `budget` nanoseconds waiting (`writeWaited`) until it is next idle with nothing
-    /// buffered: a peer that streams requests and reads a trickle cannot hold a worker answer after answer.
+    /// buffered: a peer that streams requests and reads a trickle cannot hold a worker answer after answer. Its
+    /// waits are also added to `shared`, which may not reach the budget either (a batch's answers share one).
     /// False when the bytes could not all be written.
     func write(_ bytes: [UInt8], budget: UInt64?) -> Bool {
+        var unshared: UInt64 = 0
+        return write(bytes, budget: budget, alsoCounting: &unshared)
+    }
+
+    func write(_ bytes: [UInt8], budget: UInt64?, alsoCounting shared: inout UInt64) -> Bool {
         bytes.withUnsafeBytes { raw in
             var offset = 0
             while offset < raw.count {
@@ -98,12 +112,15 @@ final class Connection: @unchecked Sendable {
                 case EINTR:
                     continue
                 case EAGAIN, EWOULDBLOCK:
-                    guard let budget, writeWaited < budget else { return false }
+                    guard let budget, writeWaited < budget, shared < budget else { return false }
                     let started = monotonicNanoseconds()
                     var pending = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
-                    let milliseconds = Int32(min((budget - writeWaited) / 1_000_000 + 1, 60_000))
+                    let left = budget - max(writeWaited, shared)
+                    let milliseconds = Int32(min(left / 1_000_000 + 1, 60_000))
                     let polled = poll(&pending, 1, milliseconds)
-                    writeWaited += monotonicNanoseconds() - started
+                    let waited = monotonicNanoseconds() - started
+                    writeWaited += waited
+                    shared += waited
                     if polled < 0 && errno != EINTR { return false }
                 default:
                     return false

@@ -60,6 +60,9 @@ final class Dispatcher: Sendable {
     /// baton in time; otherwise it naps, and the first lend after a nap pokes it.
     private let lends = Atomic<Int>(0)
     var batonLends: Int { lends.load(ordering: .relaxed) }
+    /// Connections given back to the line at the end of a turn so far (tests).
+    private let endedTurns = Atomic<Int>(0)
+    var turnsEnded: Int { endedTurns.load(ordering: .relaxed) }
     private let timerNapping = Atomic<Bool>(false)
     static let busyTick = 5
     private let stopRequested = Atomic<Bool>(false)
@@ -215,7 +218,7 @@ final class Dispatcher: Sendable {
         if tag == Self.listenerTag { return acceptOne() }
         guard let pointer = UnsafeRawPointer(bitPattern: UInt(tag)) else { return nil }
         let connection = Unmanaged<Connection>.fromOpaque(pointer).takeUnretainedValue()
-        connection.turnItems = 0
+        connection.beginTurn()
         return connection
     }
 
@@ -230,7 +233,7 @@ final class Dispatcher: Sendable {
         }
         rearmHandBack()
         if more { raiseHandBack() }
-        if case .drive(let connection)? = item { connection.turnItems = 0 }
+        if case .drive(let connection)? = item { connection.beginTurn() }
         return item
     }
 
@@ -275,9 +278,14 @@ final class Dispatcher: Sendable {
                 }
                 var due: [Job] = []
                 var carryOn: [Connection] = []
+                // The batch's answers share one write budget: peers that leave their answers unread cannot add
+                // their waits up in front of the others' (each connection's own budget still holds).
+                var batchWaited: UInt64 = 0
                 for job in jobs {
                     if now &- job.queued > gate.lane.maxWait.nanoseconds {
-                        if answerOverloaded(job.connection, job.request, lane: job.lane, waiting: true) { carryOn.append(job.connection) }
+                        if answerOverloaded(job.connection, job.request, lane: job.lane, waiting: true, batchWaited: &batchWaited) {
+                            carryOn.append(job.connection)
+                        }
                     } else {
                         due.append(job)
                     }
@@ -292,7 +300,7 @@ final class Dispatcher: Sendable {
                         invalid.add(1, ordering: .relaxed)
                         report(FastCGIError(.invalidResponse, "the handler answered \(responses.count) of a batch of \(due.count)"))
                     }
-                    if answer(job.connection, response, waiting: true) { carryOn.append(job.connection) }
+                    if answer(job.connection, response, waiting: true, batchWaited: &batchWaited) { carryOn.append(job.connection) }
                 }
                 if lent { leading = baton.reclaim() }
                 // The lane's next waiting request takes this one's place; first these connections are read or
@@ -373,10 +381,18 @@ final class Dispatcher: Sendable {
                 }
             }
             switch connection.read(into: &scratch) {
-            case .bytes:
+            case .bytes(let count):
                 let now = monotonicNanoseconds()
                 if connection.busySince == 0 { connection.busySince = now }
                 connection.lastProgress = now
+                connection.turnBytes += count
+                if connection.turnBytes >= limits.readPerTurn {
+                    // Its turn is over (what was read stays buffered for the next worker): a peer streaming bytes
+                    // that lead to no request, or to cheap ones, cannot keep this worker.
+                    endedTurns.add(1, ordering: .relaxed)
+                    handBack(connection)
+                    return nil
+                }
             case .closed:
                 close(connection)
                 return nil
@@ -438,6 +454,7 @@ final class Dispatcher: Sendable {
             }
         }
         if connection.turnItems >= Self.turn {
+            endedTurns.add(1, ordering: .relaxed)
             // Its turn is over: the connection goes to the back of the line (the hand-back list), so a peer
             // streaming requests or management records cannot keep this worker.
             handBack(connection)
@@ -546,8 +563,14 @@ final class Dispatcher: Sendable {
 
     /// Sends the answer to the connection's current request. True when the connection carries on (its next
     /// records may be parsed); false when it was closed: the web server did not ask to keep it, the server is
-    /// stopping, or writing failed. `waiting`: the caller may wait for the peer to read (the timer may not).
+    /// stopping, or writing failed. `waiting`: the caller may wait for the peer to read (the timer may not), within
+    /// the connection's write budget and, for a batch's answers, the batch's (`batchWaited`: what they waited so far).
     private func answer(_ connection: Connection, _ response: Response, waiting: Bool) -> Bool {
+        var waited: UInt64 = 0
+        return answer(connection, response, waiting: waiting, batchWaited: &waited)
+    }
+
+    private func answer(_ connection: Connection, _ response: Response, waiting: Bool, batchWaited: inout UInt64) -> Bool {
         var body = response.body
         let head: [UInt8]
         if let encoded = response.encodedHead() {
@@ -562,7 +585,7 @@ final class Dispatcher: Sendable {
         let closeAfter = !connection.parser.canContinue || draining.load(ordering: .relaxed)
         let bytes = Records.answer(requestID: connection.parser.requestID, head: head, body: body,
                                    farewell: closeAfter && connection.parser.keepRequested)
-        guard connection.write(bytes, budget: waiting ? limits.writeTimeout.nanoseconds : nil) else {
+        guard connection.write(bytes, budget: waiting ? limits.writeTimeout.nanoseconds : nil, alsoCounting: &batchWaited) else {
             writeFailed(connection)
             return false
         }
@@ -582,9 +605,15 @@ final class Dispatcher: Sendable {
     }
 
     private func answerOverloaded(_ connection: Connection, _ request: Request, lane: Int, waiting: Bool) -> Bool {
+        var waited: UInt64 = 0
+        return answerOverloaded(connection, request, lane: lane, waiting: waiting, batchWaited: &waited)
+    }
+
+    private func answerOverloaded(_ connection: Connection, _ request: Request, lane: Int, waiting: Bool,
+                                  batchWaited: inout UInt64) -> Bool {
         overloads.add(1, ordering: .relaxed)
         report(FastCGIError(.overloaded, "lane \(gates[lane].lane.name)"))
-        return answer(connection, overloaded(request), waiting: waiting)
+        return answer(connection, overloaded(request), waiting: waiting, batchWaited: &batchWaited)
     }
 
     private func writeFailed(_ connection: Connection) {

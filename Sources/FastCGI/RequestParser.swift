@@ -5,8 +5,9 @@
 public struct Limits: Sendable, Equatable {
     /// The longest request body handed to the handler; a longer one reaches it as `bodyTooLarge`.
     public var maxBodyBytes: Int
-    /// All PARAMS bytes of one request (names, values and their lengths). nginx sends about 1 KiB plus the
-    /// client's headers, which its own `large_client_header_buffers` caps at 32 KiB by default.
+    /// All PARAMS bytes of one request (names, values and their lengths), each record counted whole (header and
+    /// padding too). nginx sends about 1 KiB plus the client's headers, which its own
+    /// `large_client_header_buffers` caps at 32 KiB by default.
     public var maxParamsBytes: Int
     /// Parameters in one request.
     public var maxParams: Int
@@ -17,10 +18,14 @@ public struct Limits: Sendable, Equatable {
     /// instead of read to the end of the request.
     public var bodySlackBytes: Int
     /// Body bytes of a request answered as `bodyTooLarge` that are read and dropped so the connection can
-    /// carry the next request; past this the connection is closed instead.
+    /// carry the next request, each record counted whole (header and padding too, so empty or padding-only
+    /// records cannot be streamed for free); past this the connection is closed instead.
     public var maxDiscardBytes: Int
     /// Open connections; at this number the responder stops accepting until one closes.
     public var maxConnections: Int
+    /// Bytes a worker reads from one connection before it gives the connection back to the line (as after
+    /// `Dispatcher.turn` requests), so one peer's stream cannot keep a worker, nor the reading, to itself.
+    public var readPerTurn: Int
     /// From a request's first byte to its last (the whole request must arrive within it).
     public var requestTimeout: Duration
     /// The longest pause between two bytes of a request that has begun (the minimum-progress rule).
@@ -37,7 +42,7 @@ public struct Limits: Sendable, Equatable {
     public var drainIdle: Duration
 
     public init(maxBodyBytes: Int, maxParamsBytes: Int = 128 * 1024, maxParams: Int = 512, maxStrayRecords: Int = 64,
-                bodySlackBytes: Int = 64 * 1024, maxDiscardBytes: Int = 1 << 20, maxConnections: Int = 1024, requestTimeout: Duration = .seconds(10),
+                bodySlackBytes: Int = 64 * 1024, maxDiscardBytes: Int = 1 << 20, maxConnections: Int = 1024, readPerTurn: Int = 1 << 20, requestTimeout: Duration = .seconds(10),
                 stallTimeout: Duration = .seconds(2), writeTimeout: Duration = .seconds(10), idleTimeout: Duration = .seconds(300),
                 drainTimeout: Duration = .seconds(10), drainIdle: Duration = .seconds(1)) {
         self.maxBodyBytes = maxBodyBytes
@@ -47,6 +52,7 @@ public struct Limits: Sendable, Equatable {
         self.bodySlackBytes = bodySlackBytes
         self.maxDiscardBytes = maxDiscardBytes
         self.maxConnections = maxConnections
+        self.readPerTurn = readPerTurn
         self.requestTimeout = requestTimeout
         self.stallTimeout = stallTimeout
         self.writeTimeout = writeTimeout
@@ -57,7 +63,7 @@ public struct Limits: Sendable, Equatable {
 
     var isValid: Bool {
         maxBodyBytes >= 0 && maxParamsBytes >= 0 && maxParams >= 1 && maxStrayRecords >= 1 && bodySlackBytes >= 0 && maxDiscardBytes >= 0
-            && maxConnections >= 1 && requestTimeout > .zero && stallTimeout > .zero && writeTimeout > .zero && idleTimeout > .zero
+            && maxConnections >= 1 && readPerTurn >= 1 && requestTimeout > .zero && stallTimeout > .zero && writeTimeout > .zero && idleTimeout > .zero
             && drainTimeout >= .zero && drainIdle >= .zero
     }
 }
@@ -93,9 +99,13 @@ package struct RequestParser {
     /// The delivered request was read to its end, so the connection can carry another one.
     package private(set) var canContinue = false
     private var paramBytes: [UInt8] = []
+    /// Wire bytes of the current request's PARAMS records (headers and padding included), for `maxParamsBytes`.
+    private var paramsWireBytes = 0
     private var params = Parameters.none
     private var body: [UInt8] = []
     private var stdinBytes = 0
+    /// Wire bytes of the current request's STDIN records (headers and padding included).
+    private var stdinWireBytes = 0
     private var declaredLength: ContentLength = .unknown
     private var strayRecords = 0
     /// The delivered request's body was not read to its end: after the answer, the rest is read and dropped.
@@ -167,12 +177,15 @@ package struct RequestParser {
             guard available >= total else { return nil }
             let content = (start + Wire.headerLength)..<(start + Wire.headerLength + contentLength)
             start += total
-            if let event = record(type: type, id: id, content: content) { return event }
+            if let event = record(type: type, id: id, content: content, wireBytes: total) { return event }
         }
         return nil
     }
 
-    private mutating func record(type: UInt8, id: UInt16, content: Range<Int>) -> ParserEvent? {
+    /// One complete record; `wireBytes` is all it took on the wire (header, content, padding), which is what the
+    /// caps on a request's PARAMS, its body and a skipped body are charged: work per record is bounded by its
+    /// size, never free.
+    private mutating func record(type: UInt8, id: UInt16, content: Range<Int>, wireBytes: Int) -> ParserEvent? {
         if id == 0 { return management(type: type, content: content) }
         if phase == .discarding && id == requestID {
             switch type {
@@ -180,7 +193,7 @@ package struct RequestParser {
                 phase = .idle
                 return nil
             case Wire.stdin, Wire.params:
-                discarded += content.count
+                discarded += wireBytes
                 guard discarded <= limits.maxDiscardBytes else {
                     return fail(.bodyTooLarge, "more than \(limits.maxDiscardBytes) body bytes to skip")
                 }
@@ -209,9 +222,11 @@ package struct RequestParser {
             canContinue = false
             phase = .params
             paramBytes.removeAll(keepingCapacity: true)
+            paramsWireBytes = 0
             params = Parameters.none
             body = []
             stdinBytes = 0
+            stdinWireBytes = 0
             declaredLength = .unknown
             return nil
         case Wire.abortRequest where active:
@@ -221,13 +236,14 @@ package struct RequestParser {
             return .reply(Records.endRequest(requestID: id, protocolStatus: Wire.requestComplete), thenClose: !keepRequested)
         case Wire.params where active && phase == .params:
             if content.isEmpty { return paramsComplete() }
-            guard content.count <= limits.maxParamsBytes - paramBytes.count else {
+            paramsWireBytes += wireBytes
+            guard paramsWireBytes <= limits.maxParamsBytes else {
                 return fail(.paramsTooLarge, "PARAMS over \(limits.maxParamsBytes) bytes")
             }
             paramBytes.append(contentsOf: buffer[content])
             return nil
         case Wire.stdin where active && phase == .stdin:
-            return stdin(content)
+            return stdin(content, wireBytes: wireBytes)
         default:
             if active { return fail(.unexpectedRecord, "record type \(type) inside request \(id)") }
             // A record of a request id that is not active is ignored (FastCGI 1.0, section 3.3).
@@ -300,7 +316,7 @@ package struct RequestParser {
         }
     }
 
-    private mutating func stdin(_ content: Range<Int>) -> ParserEvent? {
+    private mutating func stdin(_ content: Range<Int>, wireBytes: Int) -> ParserEvent? {
         let wanted: Int
         switch declaredLength {
         case .length(let length): wanted = length
@@ -310,6 +326,7 @@ package struct RequestParser {
             return deliver(tooLarge: body.count > limits.maxBodyBytes, readToEnd: true)
         }
         stdinBytes += content.count
+        stdinWireBytes += wireBytes
         if body.count < wanted {
             let take = min(content.count, wanted - body.count)
             body.append(contentsOf: buffer[content.lowerBound..<(content.lowerBound + take)])
@@ -317,6 +334,10 @@ package struct RequestParser {
         if stdinBytes > min(wanted, limits.maxBodyBytes) + limits.bodySlackBytes {
             // Far more than will be used: answer now, and skip the rest after the answer.
             return deliver(tooLarge: body.count > limits.maxBodyBytes, readToEnd: false)
+        }
+        // Records that are mostly headers and padding: no web server sends a body that way.
+        guard stdinWireBytes <= limits.maxBodyBytes + limits.bodySlackBytes else {
+            return fail(.bodyTooLarge, "body records over \(limits.maxBodyBytes + limits.bodySlackBytes) bytes on the wire")
         }
         return nil
     }

@@ -119,6 +119,8 @@ public final class Server: Sendable {
     public var statistics: Statistics { current.withLock { $0?.statistics } ?? Statistics() }
     /// Batches that lent the baton so far (tests).
     var batonLends: Int { current.withLock { $0?.batonLends } ?? 0 }
+    /// Connections given back to the line at the end of a turn (`Dispatcher.turn`, `Limits.readPerTurn`) so far (tests).
+    var turnsEnded: Int { current.withLock { $0?.turnsEnded } ?? 0 }
 
     /// Each lane's capacity, running and waiting requests, for monitoring.
     public var laneUsage: [(name: String, workers: Int, running: Int, waiting: Int)] {

@@ -33,6 +33,10 @@ private final class BatchHandler: Handler {
             shared.entered.signal()
             _ = shared.release.wait(for: 1, seconds: 30)
         }
+        if request.path.hasPrefix("/big") {
+            // More than a socket takes unread: a peer that does not read holds the write.
+            return Response(status: 200, headers: [("Content-Type", "text/plain")], body: [UInt8](repeating: 0x61, count: 4 << 20))
+        }
         return Response(status: 200, contentType: "text/plain", body: "\(request.path) in \(size)")
     }
 }
@@ -46,11 +50,11 @@ private final class Shared: Sendable {
 @Suite(.serialized) struct BatchTests {
     /// A server whose only lane batches up to `batch` requests, with one slot: while `/block` holds it, the
     /// requests that arrive wait in the lane's queue, and the next run takes them together.
-    private static func serve(_ dir: TempDir, batch: Int, shortBy: Int = 0, shared: Shared,
+    private static func serve(_ dir: TempDir, batch: Int, shortBy: Int = 0, shared: Shared, limits: Limits = Limits(maxBodyBytes: 64),
                               batches: @escaping @Sendable (Request) -> Bool = { _ in true }) throws -> RunningServer {
         let server = try Server(listen: .unix(dir.file("s")),
                                 lanes: [Lane(name: "checks", workers: 1, queueLimit: 64, maxWait: .seconds(30), batch: batch)],
-                                limits: Limits(maxBodyBytes: 64))
+                                limits: limits)
         return RunningServer(server, batches: batches, makeHandler: { _ in
             BatchHandler(shared: shared, shortBy: shortBy)
         })
@@ -58,14 +62,15 @@ private final class Shared: Sendable {
 
     /// Sends `/block`, waits until it holds the lane, then sends `/r0`... on connections of their own and
     /// waits until all of them are queued.
-    private static func queueBehindBlock(_ dir: TempDir, _ server: Server, count: Int, shared: Shared) throws -> (Raw, [Raw]) {
+    private static func queueBehindBlock(_ dir: TempDir, _ server: Server, count: Int, shared: Shared,
+                                         path: (Int) -> String = { "/r\($0)" }) throws -> (Raw, [Raw]) {
         let holder = try Raw(unixPath: dir.file("s"))
         try holder.send(params: ["DOCUMENT_URI": "/block"], keep: true)
         try #require(shared.entered.wait(for: 1))
         var queued: [Raw] = []
         for index in 0..<count {
             let connection = try Raw(unixPath: dir.file("s"))
-            try connection.send(params: ["DOCUMENT_URI": "/r\(index)"], keep: true)
+            try connection.send(params: ["DOCUMENT_URI": path(index)], keep: true)
             queued.append(connection)
         }
         try #require(eventually { server.laneUsage.first?.waiting == count })
@@ -158,6 +163,25 @@ private final class Shared: Sendable {
         #expect(try queued[1].readResponse().body == Array("/r1 in 3".utf8))
         #expect(try queued[2].readResponse().headLines.first == "Status: 500 Internal Server Error")
         #expect(running.server.statistics.invalidResponses == 1)
+    }
+
+    /// Audit finding: each answer of a batch could wait the whole write timeout for its peer to read, so peers
+    /// that leave large answers unread added their waits up in front of the others' (16 of them: 160 s, where
+    /// nginx gives up after 60). A batch's answers now share one write budget.
+    @Test func peersThatDoNotReadCannotAddUpTheirWaitsInABatch() throws {
+        let dir = try TempDir()
+        let shared = Shared()
+        let running = try Self.serve(dir, batch: 8, shared: shared, limits: Limits(maxBodyBytes: 64, writeTimeout: .seconds(2)))
+        defer { running.stop() }
+        // Three peers that never read their (large) answers, then one that does, queued into one batch.
+        let (holder, queued) = try Self.queueBehindBlock(dir, running.server, count: 4, shared: shared) { $0 < 3 ? "/big\($0)" : "/small" }
+        shared.release.signal()
+        _ = try holder.readResponse()
+        // The first stalled answer uses the budget (2 s); the others are not waited for. Each waiting in turn,
+        // the last answer would come after 6 s.
+        #expect(try queued[3].readResponse(seconds: 4.5).body == Array("/small in 4".utf8))
+        #expect(eventually { running.server.statistics.writeFailures == 3 })
+        for stalled in queued.prefix(3) { #expect(stalled.closedByPeer(discarding: true)) }
     }
 
     /// A quick lane's batch only lends the baton: while its handler is stuck (on a database lock, say), the timer wakes a

@@ -181,6 +181,8 @@ private func replies(_ events: [ParserEvent]) -> [[UInt8]] {
         ("endless stray records", .tooManyStrayRecords), ("endless management records", .tooManyStrayRecords),
         ("malformed GET_VALUES", .malformedParams), ("a body far past its length", .bodyTooLarge),
         ("a request before the skipped body ended", .unexpectedRecord),
+        ("endless empty PARAMS while a body is skipped", .bodyTooLarge), ("a skipped body in padding", .bodyTooLarge),
+        ("params in padding", .paramsTooLarge), ("a body in padding", .bodyTooLarge),
     ] as [(String, FastCGIError.Code)])
     func violationsNameTheirReason(_ name: String, code: FastCGIError.Code) throws {
         let bytes = try #require(Self.violations[name])
@@ -210,6 +212,15 @@ private func replies(_ events: [ParserEvent]) -> [[UInt8]] {
             + Raw.record(type: 4, []) + Array(repeating: Raw.record(type: 5, Array(repeating: 0, count: 900)), count: 3).flatMap { $0 },
         "a request before the skipped body ended": Raw.begin(keep: true) + Raw.record(type: 4, Raw.pairs([("CONTENT_LENGTH", "99")]))
             + Raw.record(type: 4, []) + Raw.record(type: 5, [1]) + Raw.begin(id: 2, keep: true),
+        // Every record costs what it takes on the wire. Empty PARAMS records while a body is skipped once cost
+        // nothing, and a peer streaming them held a worker (and the reading) for ever.
+        "endless empty PARAMS while a body is skipped": Raw.begin(keep: true) + Raw.record(type: 4, Raw.pairs([("CONTENT_LENGTH", "99")]))
+            + Raw.record(type: 4, []) + Array(repeating: Raw.record(type: 4, []), count: 200).flatMap { $0 },
+        "a skipped body in padding": Raw.begin(keep: true) + Raw.record(type: 4, Raw.pairs([("CONTENT_LENGTH", "99")]))
+            + Raw.record(type: 4, []) + Array(repeating: Raw.record(type: 5, [1], padding: 255), count: 5).flatMap { $0 },
+        "params in padding": Raw.begin(keep: false) + Array(repeating: Raw.record(type: 4, [0], padding: 255), count: 5).flatMap { $0 },
+        "a body in padding": Raw.begin(keep: true) + Raw.record(type: 4, Raw.pairs([("CONTENT_LENGTH", "8")]))
+            + Raw.record(type: 4, []) + Array(repeating: Raw.record(type: 5, [1], padding: 255), count: 2).flatMap { $0 },
     ]
 
     /// Memory stays bounded whatever lengths the peer declares: nothing is allocated at a declared size.

@@ -156,6 +156,44 @@ private func stillServes(_ dir: TempDir, seconds: Double = 5) throws -> Bool {
         #expect(connection.closedByPeer())
     }
 
+    /// Audit finding: while the body of a request answered as too large was skipped, empty PARAMS records cost
+    /// nothing, so a peer streaming them kept one worker reading for ever, and with it the reading itself (no
+    /// other request read, no connection accepted). Each record now costs its bytes on the wire against
+    /// `maxDiscardBytes` (1 MiB), and the connection is closed past it.
+    @Test func emptyRecordsWhileABodyIsSkippedEndTheConnection() throws {
+        let dir = try TempDir()
+        let server = try Server(listen: .unix(dir.file("s")), workers: 1, maxBodyBytes: 64)
+        let running = RunningServer(server, handler: pathEcho)
+        defer { running.stop() }
+        let attacker = try Raw(unixPath: dir.file("s"))
+        try attacker.write(Raw.begin(keep: true) + Raw.record(type: 4, Raw.pairs([("DOCUMENT_URI", "/big"), ("CONTENT_LENGTH", "999999")]))
+            + Raw.record(type: 4, []))
+        #expect(try attacker.readResponse().body == Array("/big".utf8), "answered at once; its body is then skipped")
+        let empties = Array(repeating: Raw.record(type: 4, []), count: 8192).flatMap { $0 }  // 64 KiB of empty records
+        var written = 0
+        while written < 8 << 20, (try? attacker.write(empties)) != nil { written += empties.count }
+        #expect(written < 8 << 20, "the responder read the whole stream")
+        #expect(attacker.closedByPeer(discarding: true))
+        #expect(server.statistics.protocolViolations == 1 && server.statistics.timeouts == 0)
+        #expect(try stillServes(dir))
+    }
+
+    /// A worker reads at most `Limits.readPerTurn` bytes of one connection before it gives the connection back to
+    /// the line, so one peer's stream cannot keep a worker (or the reading) to itself; what was read stays
+    /// buffered and is answered in order.
+    @Test func aConnectionIsGivenBackAfterItsTurnsBytes() throws {
+        let dir = try TempDir()
+        let server = try Server(listen: .unix(dir.file("s")), lanes: [Lane(name: "default", workers: 1)],
+                                limits: Limits(maxBodyBytes: 64, readPerTurn: 1024))
+        let running = RunningServer(server, handler: pathEcho)
+        defer { running.stop() }
+        let connection = try Raw(unixPath: dir.file("s"))
+        let filler = String(repeating: "x", count: 600)
+        try connection.write((1...8).flatMap { Raw.request(params: ["DOCUMENT_URI": "/p\($0)", "HTTP_X_FILLER": filler], keep: true) })
+        for index in 1...8 { #expect(try connection.readResponse().body == Array("/p\(index)".utf8)) }
+        #expect(server.turnsEnded >= 1)
+    }
+
     @Test func paddedRecordsAreReadPastOnTheSocket() throws {
         let dir = try TempDir()
         let running = RunningServer(try Server(listen: .unix(dir.file("s")), workers: 1, maxBodyBytes: 64), handler: pathEcho)
