@@ -39,6 +39,11 @@ final class PostgresStore: SessionStore, SecurityEventStore {
                   recordsSettings: recordsSettings)
     }
 
+    /// How long a worker waits for PostgreSQL's next byte while an answer is due, before it drops the connection
+    /// and answers 503: three statement timeouts (every statement ends by then, answered, unless the server
+    /// cannot answer at all: a frozen backend or storage, a pooler queueing the statement).
+    static let responseTimeout: Duration = .milliseconds(3 * Connection.statementTimeoutMilliseconds)
+
     /// Connection failures are logged with libpq's message, at most once per interval for the whole process
     /// (every worker fails alike while the database is down).
     static let connectFailureLog = RateLimit(interval: .seconds(10))
@@ -277,7 +282,7 @@ final class PostgresStore: SessionStore, SecurityEventStore {
             return connection
         }
         do {
-            let opened = try Connection(conninfo: conninfo, pooler: pooler)
+            let opened = try Connection(conninfo: conninfo, pooler: pooler, responseTimeout: Self.responseTimeout)
             connection = opened
             if recordsSettings { recordSettings(opened) }
             return opened

@@ -29,6 +29,9 @@ public final class Connection {
     private var prepared: [String: String] = [:]
     /// Set when a call found the connection broken; the next call resets it first.
     private var needsReset = false
+    /// The longest the connection waits for PostgreSQL's next byte while an answer is due (nil: as long as it
+    /// takes); past it the connection is dropped (`responseTimeout`).
+    private let responseTimeoutMilliseconds: Int32?
 
     /// A request never waits on a lock or a runaway query for long: a DBA's open transaction holding a user's
     /// row must not pin every worker. Migrations lift both inside their own transactions.
@@ -63,7 +66,13 @@ public final class Connection {
     /// Connects with a libpq connection string (`host=... dbname=...` or `postgresql://...`, several hosts
     /// allowed); "" uses libpq's PG* environment variables. Text is exchanged as UTF-8 whatever the conninfo
     /// says. `pooler` says what the conninfo points at (PostgreSQL, or a transaction pooler in front of it).
-    public init(conninfo: String, pooler: Pooler = .none) throws(StoreError) {
+    ///
+    /// `responseTimeout` bounds every wait for the server's answer: when PostgreSQL sends nothing for that long
+    /// while an answer is due (a frozen backend or storage, a pooler queueing the statement), the call throws a
+    /// retryable `timed_out` and the connection is dropped (the next call starts a new session). The server's own
+    /// `statement_timeout` ends a statement that runs too long with an answer; this is for a server that cannot
+    /// answer. nil waits as long as the server takes (migrations, whose statements may run for minutes).
+    public init(conninfo: String, pooler: Pooler = .none, responseTimeout: Duration? = nil) throws(StoreError) {
         let startup = pooler == .none ? Connection.defaults + [Connection.timeoutOptions] : Connection.defaults
         let pairs = startup + [("dbname", conninfo), ("client_encoding", "UTF8")]
         let connection = Connection.withCStringArrays(pairs) { keywords, values in
@@ -78,6 +87,7 @@ public final class Connection {
         CLibPQ_silenceNotices(connection)
         pg = connection
         self.pooler = pooler
+        responseTimeoutMilliseconds = responseTimeout.map { Int32(clamping: max(1, $0.components.seconds * 1000 + $0.components.attoseconds / 1_000_000_000_000_000)) }
     }
 
     deinit { PQfinish(pg) }
@@ -118,10 +128,10 @@ public final class Connection {
     public func query(_ sql: String, _ params: [any SQLParameter] = []) throws(StoreError) -> Rows {
         try ensureConnected()
         if pooler == .transaction && !isInTransaction { return try withLocalTimeouts(sql, params) }
-        let result = try Connection.withParameters(params) { count, values in
-            PQexecParams(pg, sql, count, nil, values, nil, nil, 0)
+        let sent = try Connection.withParameters(params) { count, values in
+            PQsendQueryParams(pg, sql, count, nil, values, nil, nil, 0)
         }
-        return try rows(from: result)
+        return try rows(from: results(sent: sent))
     }
 
     /// Runs a named prepared statement, preparing it first if this server session has not seen it. Behind a
@@ -131,19 +141,19 @@ public final class Connection {
         if pooler == .transaction { return try query(statement.sql, params) }
         try ensureConnected()
         try prepareIfNeeded(statement)
-        let result = try Connection.withParameters(params) { count, values in
-            PQexecPrepared(pg, statement.name, count, values, nil, nil, 0)
+        let sent = try Connection.withParameters(params) { count, values in
+            PQsendQueryPrepared(pg, statement.name, count, values, nil, nil, 0)
         }
         do {
-            return try rows(from: result)
+            return try rows(from: results(sent: sent))
         } catch where error.sqlState == "26000" && PQtransactionStatus(pg) == PQTRANS_IDLE {
             // The session lost its prepared statements (DISCARD ALL, a pooler); nothing ran, so prepare again.
             prepared[statement.name] = nil
             try prepareIfNeeded(statement)
             let again = try Connection.withParameters(params) { count, values in
-                PQexecPrepared(pg, statement.name, count, values, nil, nil, 0)
+                PQsendQueryPrepared(pg, statement.name, count, values, nil, nil, 0)
             }
-            return try rows(from: again)
+            return try rows(from: results(sent: again))
         }
     }
 
@@ -254,6 +264,7 @@ public final class Connection {
         let leading = pooler == .transaction ? 1 : 0
         var leadFailed: StoreError?
         for position in 0..<(leading + batch.count) {
+            try awaitResult()
             guard let pointer = PQgetResult(pg) else { throw pipelineBroken() }
             let result = QueryResult(pointer)
             let status = PQresultStatus(result.pointer)
@@ -279,6 +290,7 @@ public final class Connection {
                 throw pipelineBroken()
             }
         }
+        try awaitResult()
         guard let sync = PQgetResult(pg) else { throw pipelineBroken() }
         let synced = PQresultStatus(sync) == PGRES_PIPELINE_SYNC
         PQclear(sync)
@@ -295,7 +307,7 @@ public final class Connection {
     public func run(script: String) throws(StoreError) {
         try ensureConnected()
         if script.utf8.contains(0) { throw StoreError(.invalidParameter, "script contains a NUL character") }
-        _ = try rows(from: PQexec(pg, script))
+        _ = try rows(from: results(sent: PQsendQuery(pg, script)))
     }
 
     /// Runs `body` between BEGIN and COMMIT; rolls back and rethrows when it throws. Behind a transaction
@@ -326,7 +338,7 @@ public final class Connection {
     /// Ends a failed or abandoned transaction; a broken connection is reset on the next call anyway.
     func rollbackQuietly() {
         guard !needsReset, PQstatus(pg) == CONNECTION_OK, isInTransaction else { return }
-        if let result = PQexec(pg, "ROLLBACK") { PQclear(result) }
+        if let result = try? results(sent: PQsendQuery(pg, "ROLLBACK")) { PQclear(result) }
     }
 
     // MARK: - Behind a transaction pooler
@@ -344,7 +356,8 @@ public final class Connection {
         }
     }
 
-    /// The error for a pipeline that did not go as libpq promises; the next call starts a new session.
+    /// The error for a connection libpq could not read, or a pipeline that did not go as libpq promises; the next
+    /// call starts a new session.
     private func pipelineBroken() -> StoreError {
         let error = failure(nil)
         needsReset = true
@@ -373,11 +386,56 @@ public final class Connection {
             }
             return
         }
-        _ = try rows(from: PQprepare(pg, statement.name, statement.sql, 0, nil))
+        _ = try rows(from: results(sent: PQsendPrepare(pg, statement.name, statement.sql, 0, nil)))
         prepared[statement.name] = statement.sql
     }
 
     // MARK: - Results
+
+    /// The outcome of what a PQsend call (`sent`: its return value) queued, as PQexec gives it: the first error,
+    /// else the last result; nil when nothing was sent (`failure(nil)` then reads libpq's message). Every wait
+    /// is bounded by `responseTimeout`.
+    private func results(sent: Int32) throws(StoreError) -> OpaquePointer? {
+        guard sent == 1 else { return nil }
+        var kept: OpaquePointer?
+        do {
+            while true {
+                try awaitResult()
+                guard let next = PQgetResult(pg) else { break }
+                let status = PQresultStatus(next)
+                if let earlier = kept, PQresultStatus(earlier) == PGRES_FATAL_ERROR {
+                    PQclear(next)  // the first error stands (the server skips the rest of a script after it)
+                } else {
+                    if let earlier = kept { PQclear(earlier) }
+                    kept = next
+                }
+                // COPY is not driven here: libpq would hand the same state back for ever.
+                if status == PGRES_COPY_IN || status == PGRES_COPY_OUT || status == PGRES_COPY_BOTH { break }
+            }
+        } catch {
+            if let kept { PQclear(kept) }
+            throw error
+        }
+        return kept
+    }
+
+    /// Returns once libpq can hand over the next result without blocking, having waited at most
+    /// `responseTimeout` for each byte from the server; without a timeout, libpq's own PQgetResult waits.
+    private func awaitResult() throws(StoreError) {
+        guard let limit = responseTimeoutMilliseconds else { return }
+        while PQisBusy(pg) == 1 {
+            var pending = pollfd(fd: PQsocket(pg), events: Int16(POLLIN), revents: 0)
+            guard pending.fd >= 0 else { throw pipelineBroken() }
+            let ready = poll(&pending, 1, limit)
+            if ready < 0 && errno == EINTR { continue }
+            if ready == 0 {
+                // What the server does with the statement is unknown: this session is not used again.
+                needsReset = true
+                throw StoreError(.timedOut, "no answer from the server in \(limit) ms; the connection is dropped")
+            }
+            guard ready > 0, PQconsumeInput(pg) == 1 else { throw pipelineBroken() }
+        }
+    }
 
     /// Copies a result out and frees it, or turns it into a StoreError (marking the connection for reset).
     private func rows(from pointer: OpaquePointer?) throws(StoreError) -> Rows {

@@ -212,6 +212,34 @@ import Testing
         #expect(throws: StoreError(.constraintViolation)) { try other.query("INSERT INTO t VALUES (-1)") }
     }
 
+    /// Audit finding: a server that stops answering (a frozen backend or storage, a pooler holding the statement)
+    /// held the worker for as long as it lasted. Each wait for an answer is now bounded by `responseTimeout`: the
+    /// call throws a retryable `timed_out`, the session is dropped, and the next call runs on a new one.
+    @Test(arguments: Pooler.allCases)
+    func aServerThatStopsAnsweringCostsACallAtMostTheResponseTimeout(pooler: Pooler) throws {
+        let connection = try Connection(conninfo: "", pooler: pooler, responseTimeout: .milliseconds(300))
+        let statement = Statement(name: "frozen_select", sql: "SELECT $1::int + 1")
+        for call in ["query", "execute", "batch"] {
+            let frozen = pid_t(connection.backendPID)
+            #expect(kill(frozen, SIGSTOP) == 0, "the backend is this machine's")
+            defer { kill(frozen, SIGCONT) }
+            do {
+                switch call {
+                case "query": try connection.query("SELECT 1")
+                case "execute": try connection.execute(statement, [1])
+                default: _ = try connection.executeBatch(statement, [[1], [2]])
+                }
+                Issue.record("\(call): expected a timeout")
+            } catch {
+                #expect(error.code == .timedOut && error.isRetryable && error.isOutage, "\(call): \(error)")
+            }
+            kill(frozen, SIGCONT)
+            // A new session answers; the frozen one is not used again.
+            #expect(try connection.execute(statement, [41]).decode(row: 0, as: Int.self) == 42, "\(call)")
+            #expect(connection.backendPID != Int(frozen))
+        }
+    }
+
     @Test func timeoutsAreRetryableOutagesAndAMissingPrivilegeIsAFault() throws {
         let db = try TestDatabase("faults")
         let connection = try db.connect()
