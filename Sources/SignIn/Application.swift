@@ -435,9 +435,12 @@ final class Application: Handler {
 
     private func presented(_ request: Request) -> Presented? {
         if let authorization = request.header("Authorization") {
-            let parts = authorization.split(separator: " ", maxSplits: 1)
-            if parts.first?.lowercased() == "bearer" {
-                return .bearer(parts.count == 2 ? SessionToken(presented: parts[1]) : nil)
+            let utf8 = authorization.utf8
+            let space = utf8.firstIndex(of: UInt8(ascii: " ")) ?? utf8.endIndex
+            // The scheme is case-insensitive (RFC 9110); compared as ASCII, without making strings.
+            if utf8[..<space].elementsEqual("bearer".utf8, by: { $0 | 0x20 == $1 }) {
+                guard space < utf8.endIndex else { return .bearer(nil) }
+                return .bearer(SessionToken(presented: authorization[authorization.utf8.index(after: space)...]))
             }
         }
         guard let value = Cookies.value(named: configuration.cookieName, in: request.header("Cookie")) else { return nil }
@@ -465,9 +468,13 @@ final class Application: Handler {
 
     private func checkSession(_ request: Request, _ line: inout LogLine,
                               lookup: Result<LiveSession?, any Error>?) throws -> Response {
-        let token = try sessionToken(request)
         let found: LiveSession?
-        if let lookup { found = try lookup.get() } else { found = try timed("check_session", { try store.liveSession(token.hash) }) }
+        if let lookup {
+            found = try lookup.get()  // looked up with its batch, from the token it presented
+        } else {
+            let token = try sessionToken(request)
+            found = try timed("check_session", { try store.liveSession(token.hash) })
+        }
         guard let session = found else {
             throw SignInError(.notSignedIn, "no live session")
         }
@@ -483,10 +490,13 @@ final class Application: Handler {
             line["user_id"] = String(session.userID)
             throw SignInError(.identityNotRepresentable, "user \(session.userID): sub or email holds a control character")
         }
-        return .json(.object([
-            ("user_id", .int(session.userID)), ("sub", .string(session.sub)), ("email", .string(email)),
-            ("email_verified", .bool(session.emailVerified)), ("session_id", .int(session.sessionID)),
-        ]), headers: headers)
+        var body = JSONObjectWriter(capacity: 128 + session.sub.utf8.count + (email?.utf8.count ?? 0))
+        body.int("user_id", session.userID)
+        body.string("sub", session.sub)
+        body.string("email", email)
+        body.bool("email_verified", session.emailVerified)
+        body.int("session_id", session.sessionID)
+        return .json(encoded: body.finished(), headers: headers)
     }
 
     private func signOut(_ request: Request, _ line: inout LogLine) throws -> Response {

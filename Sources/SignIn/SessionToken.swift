@@ -10,6 +10,8 @@ struct SessionToken {
     /// SHA-256 of the exact token string: what `signin.sessions.token_hash` holds.
     struct Hash: Hashable, Sendable, SQLParameter {
         let bytes: [UInt8]
+        /// The 32 bytes hashed at once (the synthesized hash fed them to the hasher one by one).
+        func hash(into hasher: inout Hasher) { bytes.withUnsafeBytes { hasher.combine(bytes: $0) } }
         /// Bound as hex for `decode($n, 'hex')`.
         func appendSQLText(to text: inout [UInt8]) -> Bool { SQLHexBytes(bytes).appendSQLText(to: &text) }
     }

@@ -369,7 +369,18 @@ extension Response {
             #expect(answer.headers("Set-Cookie").isEmpty)
             #expect(answer.json["user_id"] as? Int == 1 && answer.json["session_id"] as? Int == 1)
             #expect(answer.json["sub"] as? String == "ada" && answer.json["email"] as? String == "ada@example.com")
+            #expect(answer.body == Array(#"{"user_id":1,"sub":"ada","email":"ada@example.com","email_verified":true,"session_id":1}"#.utf8)
+                        + [0x0a], "the members in this order")
         }
+    }
+
+    /// The Authorization scheme is case-insensitive (RFC 9110); one space separates it from the token.
+    @Test(arguments: [("bearer", 200), ("BEARER", 200), ("BeArEr", 200), ("Bearer ", 401), ("Bearers", 401), ("Bearer\t", 401)])
+    func theBearerSchemeIsCaseInsensitive(scheme: String, status: Int) throws {
+        let h = try RouteHarness()
+        let token = try h.session()
+        let answer = h.request("GET", "/auth/session", headers: ["Authorization": "\(scheme) \(token)"])
+        #expect(answer.status == status, "\(scheme)")
     }
 
     @Test func unverifiedEmailNeverReachesTheApplication() throws {
