@@ -41,7 +41,8 @@ final class PostgresStore: SessionStore, SecurityEventStore {
 
     /// How long a worker waits for PostgreSQL's next byte while an answer is due, before it drops the connection
     /// and answers 503: three statement timeouts (every statement ends by then, answered, unless the server
-    /// cannot answer at all: a frozen backend or storage, a pooler queueing the statement).
+    /// cannot answer at all: a frozen backend or storage, a pooler queueing the statement); a batch's pipeline
+    /// gets a statement timeout more for each further statement (`Connection.init`).
     static let responseTimeout: Duration = .milliseconds(3 * Connection.statementTimeoutMilliseconds)
 
     /// Connection failures are logged with libpq's message, at most once per interval for the whole process

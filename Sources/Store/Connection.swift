@@ -71,7 +71,9 @@ public final class Connection {
     /// while an answer is due (a frozen backend or storage, a pooler queueing the statement), the call throws a
     /// retryable `timed_out` and the connection is dropped (the next call starts a new session). The server's own
     /// `statement_timeout` ends a statement that runs too long with an answer; this is for a server that cannot
-    /// answer. nil waits as long as the server takes (migrations, whose statements may run for minutes).
+    /// answer. A pipeline of n statements may be silent `statementTimeoutMilliseconds` longer for each statement
+    /// after the first (its answers come at its Sync). nil waits as long as the server takes (migrations, whose
+    /// statements may run for minutes).
     public init(conninfo: String, pooler: Pooler = .none, responseTimeout: Duration? = nil) throws(StoreError) {
         let startup = pooler == .none ? Connection.defaults + [Connection.timeoutOptions] : Connection.defaults
         let pairs = startup + [("dbname", conninfo), ("client_encoding", "UTF8")]
@@ -263,8 +265,10 @@ public final class Connection {
         outcomes.reserveCapacity(batch.count)
         let leading = pooler == .transaction ? 1 : 0
         var leadFailed: StoreError?
-        for position in 0..<(leading + batch.count) {
-            try awaitResult()
+        // The server answers a pipeline at its Sync, when every statement has run, each within statement_timeout.
+        let statements = leading + batch.count
+        for position in 0..<statements {
+            try awaitResult(statements: statements)
             guard let pointer = PQgetResult(pg) else { throw pipelineBroken() }
             let result = QueryResult(pointer)
             let status = PQresultStatus(result.pointer)
@@ -290,7 +294,7 @@ public final class Connection {
                 throw pipelineBroken()
             }
         }
-        try awaitResult()
+        try awaitResult(statements: statements)
         guard let sync = PQgetResult(pg) else { throw pipelineBroken() }
         let synced = PQresultStatus(sync) == PGRES_PIPELINE_SYNC
         PQclear(sync)
@@ -420,10 +424,19 @@ public final class Connection {
     }
 
     /// Returns once libpq can hand over the next result without blocking, having waited at most
-    /// `responseTimeout` for each byte from the server; without a timeout, libpq's own PQgetResult waits.
-    private func awaitResult() throws(StoreError) {
-        guard let limit = responseTimeoutMilliseconds else { return }
+    /// `responseTimeout` for each byte from the server, plus a statement timeout for each further statement of a
+    /// pipeline (the server sends its answers when it reaches the Sync, not as each statement ends, so a slow
+    /// but working server may be silent that long). Without a timeout, libpq's own PQgetResult waits.
+    private func awaitResult(statements: Int = 1) throws(StoreError) {
+        guard let base = responseTimeoutMilliseconds else { return }
+        let limit = Int32(clamping: Int(base) + (statements - 1) * Connection.statementTimeoutMilliseconds)
+        let tls = PQsslInUse(pg) == 1
         while PQisBusy(pg) == 1 {
+            // Bytes TLS has already decrypted do not wake poll: take them first (libpq's own wait does the same).
+            if tls {
+                guard PQconsumeInput(pg) == 1 else { throw pipelineBroken() }
+                if PQisBusy(pg) == 0 { break }
+            }
             var pending = pollfd(fd: PQsocket(pg), events: Int16(POLLIN), revents: 0)
             guard pending.fd >= 0 else { throw pipelineBroken() }
             let ready = poll(&pending, 1, limit)

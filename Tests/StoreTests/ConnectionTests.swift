@@ -240,6 +240,24 @@ import Testing
         }
     }
 
+    /// Review finding: a pipeline is answered at its Sync, once every statement has run, so a slow server that
+    /// does answer is silent for the sum of the statements. Each statement after the first adds a statement
+    /// timeout to the wait: three statements of 0.4 s each are not cut short by a 0.5 s response timeout.
+    @Test(arguments: Pooler.allCases)
+    func aSlowPipelineThatAnswersIsNotCutShort(pooler: Pooler) throws {
+        let connection = try Connection(conninfo: "", pooler: pooler, responseTimeout: .milliseconds(500))
+        let statement = Statement(name: "slow_select", sql: "SELECT $1::int FROM pg_sleep(0.4)")
+        let results = try connection.executeBatch(statement, [[1], [2], [3]])
+        var values: [Int] = []
+        for result in results { values.append(try result.get().decode(row: 0, as: Int.self)) }
+        #expect(values == [1, 2, 3])
+        // One statement alone gets the response timeout itself: a sleep past it is cut short. (Behind a
+        // transaction pooler a statement is a pipeline of two, the timeouts leading it.)
+        if pooler == .none {
+            #expect(throws: StoreError(.timedOut)) { try connection.query("SELECT pg_sleep(0.8)") }
+        }
+    }
+
     @Test func timeoutsAreRetryableOutagesAndAMissingPrivilegeIsAFault() throws {
         let db = try TestDatabase("faults")
         let connection = try db.connect()
