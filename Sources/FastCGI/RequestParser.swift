@@ -19,7 +19,8 @@ public struct Limits: Sendable, Equatable {
     public var bodySlackBytes: Int
     /// Body bytes of a request answered as `bodyTooLarge` that are read and dropped so the connection can
     /// carry the next request, each record counted whole (header and padding too, so empty or padding-only
-    /// records cannot be streamed for free); past this the connection is closed instead.
+    /// records cannot be streamed for free); past this the connection is closed instead. The default is 1 MiB
+    /// of body (nginx's default `client_max_body_size`) and room for its records' headers and padding.
     public var maxDiscardBytes: Int
     /// Open connections; at this number the responder stops accepting until one closes.
     public var maxConnections: Int
@@ -42,7 +43,7 @@ public struct Limits: Sendable, Equatable {
     public var drainIdle: Duration
 
     public init(maxBodyBytes: Int, maxParamsBytes: Int = 128 * 1024, maxParams: Int = 512, maxStrayRecords: Int = 64,
-                bodySlackBytes: Int = 64 * 1024, maxDiscardBytes: Int = 1 << 20, maxConnections: Int = 1024, readPerTurn: Int = 1 << 20, requestTimeout: Duration = .seconds(10),
+                bodySlackBytes: Int = 64 * 1024, maxDiscardBytes: Int = (1 << 20) + (1 << 15), maxConnections: Int = 1024, readPerTurn: Int = 1 << 20, requestTimeout: Duration = .seconds(10),
                 stallTimeout: Duration = .seconds(2), writeTimeout: Duration = .seconds(10), idleTimeout: Duration = .seconds(300),
                 drainTimeout: Duration = .seconds(10), drainIdle: Duration = .seconds(1)) {
         self.maxBodyBytes = maxBodyBytes

@@ -159,7 +159,7 @@ private func stillServes(_ dir: TempDir, seconds: Double = 5) throws -> Bool {
     /// Audit finding: while the body of a request answered as too large was skipped, empty PARAMS records cost
     /// nothing, so a peer streaming them kept one worker reading for ever, and with it the reading itself (no
     /// other request read, no connection accepted). Each record now costs its bytes on the wire against
-    /// `maxDiscardBytes` (1 MiB), and the connection is closed past it.
+    /// `maxDiscardBytes` (1 MiB + 32 KiB), and the connection is closed past it.
     @Test func emptyRecordsWhileABodyIsSkippedEndTheConnection() throws {
         let dir = try TempDir()
         let server = try Server(listen: .unix(dir.file("s")), workers: 1, maxBodyBytes: 64)
