@@ -89,7 +89,7 @@ public final class Connection {
         CLibPQ_silenceNotices(connection)
         pg = connection
         self.pooler = pooler
-        responseTimeoutMilliseconds = responseTimeout.map { Int32(clamping: max(1, $0.components.seconds * 1000 + $0.components.attoseconds / 1_000_000_000_000_000)) }
+        responseTimeoutMilliseconds = responseTimeout.map { Int32(clamping: max(1, Int($0 / .milliseconds(1)))) }
     }
 
     deinit { PQfinish(pg) }
