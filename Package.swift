@@ -18,6 +18,8 @@ let package = Package(
         .systemLibrary(name: "CLibPQ", path: "Sources/CLibPQ"),
         .systemLibrary(name: "CCurl", path: "Sources/CCurl"),
 
+        // The scaffolding of every module's one error type (reason codes as enums, equality on the code).
+        .target(name: "CodedErrors", swiftSettings: strict),
         // Pure verification (no I/O); Google's keys fetched and cached apart; signing apart.
         .target(name: "IDToken", dependencies: ["COpenSSL"], swiftSettings: strict),
         .target(name: "GoogleKeys", dependencies: ["IDToken", "Threads", "CCurl"], swiftSettings: strict),
