@@ -37,7 +37,7 @@ SERVICE_USER  = tokensignin
 # it never swaps places with the developer build in .build/release.
 DIST_DIR      = .build/dist
 DIST_BIN      = $(DIST_DIR)/release/tokensignin
-VERSION      := $(shell sed -n 's/^ *public static let number = "\(.*\)"$$/\1/p' Sources/SignIn/Version.swift)
+VERSION      := $(shell sed -n 's/^ *public static let number = "\(.*\)"$$/\1/p' Sources/Logging/Version.swift)
 # A release is Version.number; a build between releases may say so (DEB_VERSION=0.9.0+git20261201.1), or
 # apt would take it for the package it already has.
 DEB_VERSION  ?= $(VERSION)

@@ -28,11 +28,22 @@ let package = Package(
         .target(name: "FastCGI", dependencies: ["Threads", "CFastCGI"], swiftSettings: strict),
         // The POSIX thread tools FastCGI and GoogleKeys share (threads, a monitor, monotonic deadlines).
         .target(name: "Threads", swiftSettings: strict),
-        .target(name: "SignIn", dependencies: ["IDToken", "GoogleKeys", "Signing", "Store", "FastCGI"], swiftSettings: strict,
-                plugins: ["BuildStamp"]),
-        // `git describe` of the tree, for `tokensignin --version` (Sources/SignIn/Version.swift).
+        // What the process tells its operators: logfmt lines, a gate for repeated ones, RFC 3339 times, the version
+        // line (`git describe` of the tree, stamped by Plugins/BuildStamp for `tokensignin --version`).
+        .target(name: "Logging", swiftSettings: strict, plugins: ["BuildStamp"]),
         .plugin(name: "BuildStamp", capability: .buildTool()),
-        .executableTarget(name: "tokensignin", dependencies: ["SignIn"], swiftSettings: strict),
+
+        // The three concerns, each a module so the compiler keeps the seams:
+        // the domain (users, sessions, security events) and its stores, with every SQL statement; no HTTP.
+        .target(name: "Sessions", dependencies: ["IDToken", "Signing", "Store", "Logging"], swiftSettings: strict),
+        // The HTTP application: one route table, requests, replies, the one error mapping, origin/CSRF, metrics; no SQL.
+        .target(name: "SignIn", dependencies: ["CodedErrors", "Sessions", "IDToken", "GoogleKeys", "FastCGI", "Logging", "Store"],
+                swiftSettings: strict),
+        // The command line: settings, `serve`'s wiring, and the operators' commands, which reach the database
+        // through Sessions.
+        .target(name: "Commands", dependencies: ["CodedErrors", "SignIn", "Sessions", "IDToken", "GoogleKeys", "Signing", "FastCGI",
+                                                 "Logging", "Store"], swiftSettings: strict),
+        .executableTarget(name: "tokensignin", dependencies: ["Commands", "Logging"], swiftSettings: strict),
         .executableTarget(name: "verify-bench", dependencies: ["IDToken", "GoogleKeys", "Signing"], path: "bench/VerifyBench",
                           swiftSettings: strict),
 
@@ -41,10 +52,15 @@ let package = Package(
         .testTarget(name: "GoogleKeysTests", dependencies: ["GoogleKeys", "IDToken", "Signing", "TestSupport"], swiftSettings: strict),
         .testTarget(name: "SigningTests", dependencies: ["Signing", "IDToken", "TestSupport"], swiftSettings: strict),
         // Test support: running programs, and a private database per suite on the test cluster.
-        .target(name: "TestSupport", dependencies: ["Store"], path: "Tests/TestSupport", swiftSettings: strict),
+        .target(name: "TestSupport", dependencies: ["Store", "IDToken", "Sessions", "Logging"], path: "Tests/TestSupport", swiftSettings: strict),
         .testTarget(name: "StoreTests", dependencies: ["Store", "TestSupport"], swiftSettings: strict),
         .testTarget(name: "FastCGITests", dependencies: ["FastCGI", "Threads", "TestSupport"], swiftSettings: strict),
-        .testTarget(name: "SignInTests", dependencies: ["SignIn", "Store", "IDToken", "GoogleKeys", "Signing", "FastCGI", "TestSupport"], swiftSettings: strict),
+        .testTarget(name: "SessionsTests", dependencies: ["Sessions", "Commands", "Store", "IDToken", "Logging", "TestSupport"],
+                    swiftSettings: strict),
+        .testTarget(name: "SignInTests", dependencies: ["SignIn", "Commands", "Sessions", "Store", "IDToken", "GoogleKeys", "FastCGI", "Logging",
+                                                        "TestSupport"], swiftSettings: strict),
+        .testTarget(name: "CommandsTests", dependencies: ["Commands", "SignIn", "Sessions", "Store", "IDToken", "GoogleKeys",
+                                                          "Signing", "Logging", "TestSupport"], swiftSettings: strict),
         .testTarget(name: "EndToEndTests", dependencies: ["IDToken", "Signing", "TestSupport"], swiftSettings: strict),
     ]
 )

@@ -1,4 +1,4 @@
-// Stamps the SignIn module with the `git describe` of the tree it is built from, for `tokensignin --version`.
+// Stamps the Logging module with the `git describe` of the tree it is built from, for `tokensignin --version`.
 import Foundation
 import PackagePlugin
 

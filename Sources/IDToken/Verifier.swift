@@ -42,6 +42,26 @@ public struct VerifiedToken: Sendable, Hashable {
     public var hostedDomain: String?
     /// The payload exactly as received (UTF-8 JSON object), for `tokensignin verify`'s output.
     public var claimsJSON: String
+
+    package init(subject: String, audience: String, issuer: String, issuedAt: Int64, expiresAt: Int64, keyID: String,
+                 email: String?, emailVerified: Bool, name: String?, givenName: String?, familyName: String?, picture: String?,
+                 locale: String?, hostedDomain: String?, claimsJSON: String) {
+        self.subject = subject
+        self.audience = audience
+        self.issuer = issuer
+        self.issuedAt = issuedAt
+        self.expiresAt = expiresAt
+        self.keyID = keyID
+        self.email = email
+        self.emailVerified = emailVerified
+        self.name = name
+        self.givenName = givenName
+        self.familyName = familyName
+        self.picture = picture
+        self.locale = locale
+        self.hostedDomain = hostedDomain
+        self.claimsJSON = claimsJSON
+    }
 }
 
 public struct Verifier: Sendable {

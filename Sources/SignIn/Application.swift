@@ -2,10 +2,12 @@
 import FastCGI
 import GoogleKeys
 import IDToken
+import Logging
+import Sessions
 import Store
 
 /// What verifies an ID token for the routes: the key cache in production, a fixed table in route tests.
-protocol TokenVerifying: Sendable {
+package protocol TokenVerifying: Sendable {
     func verify(_ token: String, with verifier: Verifier, now: Int64) -> Result<VerifiedToken, IDTokenError>
     /// The same keys and JOSE rules for Google's security event tokens.
     func verify(_ token: String, with verifier: SecurityEventVerifier, now: Int64) -> Result<VerifiedSecurityEvent, IDTokenError>
@@ -14,7 +16,7 @@ protocol TokenVerifying: Sendable {
 }
 
 /// The key set's state as the operators' endpoints report it.
-struct KeyReadiness: Sendable, Equatable {
+package struct KeyReadiness: Sendable, Equatable {
     /// A key set is loaded (fresh, or stale within grace).
     var loaded: Bool
     /// Served past its expiry because refreshes fail.
@@ -26,7 +28,7 @@ struct KeyReadiness: Sendable, Equatable {
 }
 
 extension KeyCache: TokenVerifying {
-    var keyReadiness: KeyReadiness {
+    package var keyReadiness: KeyReadiness {
         let status = self.status
         let age = status.lastSuccessAt.map { status.takenAt - $0 }
         return KeyReadiness(loaded: status.keyCount > 0, stale: status.isStale,
@@ -36,19 +38,29 @@ extension KeyCache: TokenVerifying {
 }
 
 /// What every worker shares: settings, the verifier, the log, the clock, the metrics. Immutable.
-struct Service: Sendable {
-    var configuration: Configuration
-    var tokens: any TokenVerifying
-    var log: Log
-    var clock: @Sendable () -> Int64
-    var metrics: Metrics
+package struct Service: Sendable {
+    package var site: Site
+    package var tokens: any TokenVerifying
+    package var log: Log
+    package var clock: @Sendable () -> Int64
+    package var metrics: Metrics
     /// Gauges read when `/metrics` is scraped (the FastCGI server's workers).
-    var samples: @Sendable () -> [Metrics.Sample] = { [] }
+    package var samples: @Sendable () -> [Metrics.Sample]
+
+    package init(site: Site, tokens: any TokenVerifying, log: Log, clock: @escaping @Sendable () -> Int64, metrics: Metrics,
+                 samples: @escaping @Sendable () -> [Metrics.Sample] = { [] }) {
+        self.site = site
+        self.tokens = tokens
+        self.log = log
+        self.clock = clock
+        self.metrics = metrics
+        self.samples = samples
+    }
 }
 
 /// One worker's application: the routes of docs/http.md over this worker's store. Not shared between threads.
-final class Application: Handler {
-    let configuration: Configuration
+package final class Application: Handler {
+    let site: Site
     private let service: Service
     private let tokens: any TokenVerifying
     private let verifier: Verifier
@@ -57,24 +69,23 @@ final class Application: Handler {
     private let log: Log
     private let clock: @Sendable () -> Int64
     private let metrics: Metrics
-    /// Built once: `Configuration.originCheck` makes its sets anew on every call.
     private let originCheck: OriginCheck
 
-    init(service: Service, store: any SessionStore & SecurityEventStore) {
+    package init(service: Service, store: any SessionStore & SecurityEventStore) {
         self.service = service
-        self.configuration = service.configuration
+        self.site = service.site
         self.tokens = service.tokens
-        self.verifier = Verifier(policy: service.configuration.policy)
-        self.eventVerifier = SecurityEventVerifier(policy: service.configuration.policy)
+        self.verifier = Verifier(policy: service.site.policy)
+        self.eventVerifier = SecurityEventVerifier(policy: service.site.policy)
         self.store = store
         self.log = service.log
         self.clock = service.clock
         self.metrics = service.metrics
-        self.originCheck = service.configuration.originCheck
+        self.originCheck = service.site.originCheck
     }
 
     /// Answers one request; every failure goes through `Failure` and every request through `LogLine`.
-    func handle(_ request: Request) -> Response {
+    package func handle(_ request: Request) -> Response {
         let (response, line) = answer(request, Route.matching(request), prior: nil, since: ContinuousClock.now)
         if let line { log.write(lines: [line]) }
         return response
@@ -94,7 +105,7 @@ final class Application: Handler {
     /// store call, and their sign-ins, each token verified on its own, opened in one (a round trip each for the
     /// database); every request is then answered, logged and counted as `handle` does, the log lines written
     /// together.
-    func handle(batch requests: [Request]) -> [Response] {
+    package func handle(batch requests: [Request]) -> [Response] {
         let started = ContinuousClock.now
         let matches = requests.map(Route.matching)
         let routes = matches.map { try? $0.get() }
@@ -395,10 +406,10 @@ final class Application: Handler {
             line["session_id"] = String(signedIn.sessionID)
             line["created"] = String(signedIn.created)
             line["client_id"] = token.audience
-            let cookie = ("Set-Cookie", Cookies.sessionCookie(name: configuration.cookieName, token: session.value,
-                                                              maxAge: configuration.sessionTTL))
+            let cookie = ("Set-Cookie", Cookies.sessionCookie(name: site.cookieName, token: session.value,
+                                                              maxAge: site.sessionTTL))
             if admitted.isWebForm {
-                return .seeOther(configuration.signInRedirect, headers: [cookie])
+                return .seeOther(site.signInRedirect, headers: [cookie])
             }
             var body = JSONObjectWriter(capacity: 512)
             body.object("user") { user in
@@ -443,7 +454,7 @@ final class Application: Handler {
                 return .bearer(SessionToken(presented: authorization[authorization.utf8.index(after: space)...]))
             }
         }
-        guard let value = Cookies.value(named: configuration.cookieName, in: request.header("Cookie")) else { return nil }
+        guard let value = Cookies.value(named: site.cookieName, in: request.header("Cookie")) else { return nil }
         return .cookie(SessionToken(presented: value))
     }
 
@@ -508,7 +519,7 @@ final class Application: Handler {
         line["session_id"] = String(done.sessionID)
         line["revoked"] = String(done.revoked)
         line["all"] = String(everywhere)
-        return .noContent(headers: [("Set-Cookie", Cookies.clearingCookie(name: configuration.cookieName))])
+        return .noContent(headers: [("Set-Cookie", Cookies.clearingCookie(name: site.cookieName))])
     }
 
     /// Page size of `GET /sessions` when `limit` is not given, and the largest one allowed.

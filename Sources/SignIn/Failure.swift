@@ -5,7 +5,7 @@ import Store
 
 /// An error on its way to the client: status, documented error code, fixed description, extra headers, and
 /// what the log says about it (a reason code; the SQLSTATE for database faults). Never the token or the body.
-struct Failure: Sendable {
+package struct Failure: Sendable {
     var status: Int
     var code: ErrorCode
     var description: String
@@ -27,7 +27,7 @@ struct Failure: Sendable {
 
     /// The answer in the documented JSON shape `{"error": code, "error_description": description}`, or RFC 8935's
     /// `{"err": code, "description": description}` for a refused security event token.
-    var response: Response {
+    package var response: Response {
         if let securityEventError {
             return .json(status: 400, .object([("err", .string(securityEventError)), ("description", .string(description))]),
                          headers: headers)
@@ -69,7 +69,7 @@ struct Failure: Sendable {
         "invalid_audience": "the security event token is not for this service's client IDs",
     ]
 
-    init(_ code: ErrorCode, _ description: String, reason: String, headers: [(name: String, value: String)] = []) {
+    package init(_ code: ErrorCode, _ description: String, reason: String, headers: [(name: String, value: String)] = []) {
         self.securityEventError = nil
         self.status = code.status
         self.code = code
@@ -114,8 +114,8 @@ struct Failure: Sendable {
         case .idTokenRevoked: self.init(.invalidToken, "the ID token is not valid", reason: reason)
         case .accountRefused:
             self.init(.accessDenied, "this account may not sign in", reason: error.detail.isEmpty ? reason : error.detail)
-        default:
-            // A configuration or identity fault never comes from the client.
+        case .identityNotRepresentable:
+            // A stored identity the headers cannot carry is a fault of the data, never of the client.
             self.init(.serverError, "the server failed; the fault is logged", reason: reason)
         }
     }

@@ -68,7 +68,7 @@ public final class Metrics: Sendable {
         }
     }
 
-    func reconnect() { state.withLock { $0.reconnects += 1 } }
+    package func reconnect() { state.withLock { $0.reconnects += 1 } }
 
     func securityEvent(type: String, outcome: String) {
         state.withLock { $0.securityEvents[SecurityEventKey(type: type, outcome: outcome), default: 0] += 1 }

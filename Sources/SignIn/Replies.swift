@@ -1,4 +1,4 @@
-// HTTP answers: builders over FastCGI's Response, the documented error codes, a small JSON encoder, RFC 3339.
+// HTTP answers: builders over FastCGI's Response, the documented error codes, a small JSON encoder.
 
 import FastCGI
 import IDToken
@@ -232,52 +232,4 @@ public indirect enum JSONValue: Sendable, Equatable {
     }
 
     public static func == (lhs: JSONValue, rhs: JSONValue) -> Bool { lhs.encoded() == rhs.encoded() }
-}
-
-/// RFC 3339 timestamps in UTC, by arithmetic (no Foundation, no time zone database).
-public enum RFC3339 {
-    /// The earliest and latest instants with a four-digit year: 0000-01-01T00:00:00Z, 9999-12-31T23:59:59Z.
-    public static let representable: ClosedRange<Int64> = -62_167_219_200 ... 253_402_300_799
-
-    /// Formats Unix seconds as `YYYY-MM-DDTHH:MM:SSZ`; instants outside `representable` are clamped to it.
-    public static func format(unixSeconds: Int64) -> String {
-        let seconds = min(max(unixSeconds, representable.lowerBound), representable.upperBound)
-        let days = seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400
-        let secondOfDay = seconds - days * 86_400
-        let (year, month, day) = civil(fromDays: days)
-        // 20 bytes written in place (every log line and session answer carries one).
-        return String(unsafeUninitializedCapacity: 20) { out in
-            var at = 0
-            func put(_ value: Int64, _ width: Int, then separator: UInt8) {
-                var rest = value
-                for index in stride(from: at + width - 1, through: at, by: -1) {
-                    out[index] = UInt8(ascii: "0") + UInt8(rest % 10)
-                    rest /= 10
-                }
-                out[at + width] = separator
-                at += width + 1
-            }
-            put(year, 4, then: UInt8(ascii: "-"))
-            put(month, 2, then: UInt8(ascii: "-"))
-            put(day, 2, then: UInt8(ascii: "T"))
-            put(secondOfDay / 3_600, 2, then: UInt8(ascii: ":"))
-            put(secondOfDay / 60 % 60, 2, then: UInt8(ascii: ":"))
-            put(secondOfDay % 60, 2, then: UInt8(ascii: "Z"))
-            return at
-        }
-    }
-
-    /// Proleptic Gregorian date of a day count since 1970-01-01 (H. Hinnant's `civil_from_days`).
-    static func civil(fromDays days: Int64) -> (year: Int64, month: Int64, day: Int64) {
-        let z = days + 719_468
-        let era = (z >= 0 ? z : z - 146_096) / 146_097
-        let dayOfEra = z - era * 146_097
-        let yearOfEra = (dayOfEra - dayOfEra / 1_460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
-        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
-        let monthIndex = (5 * dayOfYear + 2) / 153
-        let day = dayOfYear - (153 * monthIndex + 2) / 5 + 1
-        let month = monthIndex < 10 ? monthIndex + 3 : monthIndex - 9
-        return (yearOfEra + era * 400 + (month <= 2 ? 1 : 0), month, day)
-    }
-
 }

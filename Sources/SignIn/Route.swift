@@ -1,8 +1,9 @@
 // Which endpoint a request is for: path and method, checked before anything else is read.
 import FastCGI
+import Sessions
 
 /// The endpoints the responder answers (docs/http.md). Matching throws `.notFound` or `.methodNotAllowed`.
-enum Route: Equatable, Sendable {
+package enum Route: Equatable, Sendable {
     case signIn
     case checkSession
     case signOut
@@ -34,14 +35,14 @@ enum Route: Equatable, Sendable {
 
     /// Requests that must never queue behind sign-ins: nginx's auth_request guards every page with the session
     /// check, and monitoring must see the process even when sign-ins are stuck.
-    var isCheck: Bool {
+    package var isCheck: Bool {
         switch self {
         case .checkSession, .health, .ready, .metrics: true
         default: false
         }
     }
 
-    static func match(_ request: Request) throws(SignInError) -> Route {
+    package static func match(_ request: Request) throws(SignInError) -> Route {
         let path = request.path
         let method = request.method
         func only(_ allowed: [String], _ route: Route) throws(SignInError) -> Route {
@@ -59,7 +60,7 @@ enum Route: Equatable, Sendable {
         case "/readyz": return try only(Self.read, .ready)
         case "/metrics": return try only(Self.read, .metrics)
         default:
-            if path.hasPrefix("/sessions/"), let id = sessionID(path.dropFirst("/sessions/".count)) {
+            if path.hasPrefix("/sessions/"), let id = SessionID.parse(path.dropFirst("/sessions/".count)) {
                 return try only(Self.delete, .revokeSession(id: id))
             }
             throw SignInError(.notFound, path.count > 200 ? String(path.prefix(200)) + "..." : path)
@@ -74,10 +75,4 @@ enum Route: Equatable, Sendable {
     // The methods each route allows (built once: every request is matched).
     private static let post = ["POST"], read = ["GET", "HEAD"], delete = ["DELETE"]
 
-    /// A session id from the path: 1 to 18 digits, not zero (anything else is not a resource here).
-    static func sessionID(_ text: Substring) -> Int64? {
-        guard (1...18).contains(text.utf8.count), text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
-              let id = Int64(text), id > 0 else { return nil }
-        return id
-    }
 }

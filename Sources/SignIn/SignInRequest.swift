@@ -137,7 +137,7 @@ enum MediaType {
 }
 
 /// Strict `application/x-www-form-urlencoded` decoding.
-enum FormURLEncoded {
+package enum FormURLEncoded {
     /// Splits on `&` (empty pieces skipped), then on the first `=` (none: empty value); decodes `+` as space
     /// and `%XX`. A `%` not followed by two hex digits, or a name or value that is not UTF-8 after
     /// decoding, throws `.malformedBody`.
@@ -152,7 +152,7 @@ enum FormURLEncoded {
         return pairs
     }
 
-    static func unescape(_ bytes: ArraySlice<UInt8>, plusIsSpace: Bool = true) throws(SignInError) -> String {
+    package static func unescape(_ bytes: ArraySlice<UInt8>, plusIsSpace: Bool = true) throws(SignInError) -> String {
         var out: [UInt8] = []
         out.reserveCapacity(bytes.count)
         var index = bytes.startIndex

@@ -2,7 +2,8 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import SignIn
+import Commands
+import Logging
 
 /// Writes all of `text` and a newline to `fd` (partial writes and EINTR retried; a closed stream is given up).
 private func writeLine(_ fd: Int32, _ text: String) {

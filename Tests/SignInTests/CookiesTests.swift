@@ -1,7 +1,7 @@
 // Cookie header parsing and the Set-Cookie values of the session cookie.
 
-import Testing
 @testable import SignIn
+import Testing
 
 @Suite struct CookiesTests {
     @Test func cookieHeaderParsesInOrder() {

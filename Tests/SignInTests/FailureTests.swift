@@ -1,10 +1,12 @@
 // JSON replies: error bodies and statuses, the JSON string encoder, and RFC 3339 timestamps.
 
+@testable import Commands
 import FastCGI
 import IDToken
+import Logging
+@testable import SignIn
 import Store
 import Testing
-@testable import SignIn
 
 private func text(_ reply: Response) -> String { String(decoding: reply.body, as: UTF8.self) }
 
@@ -42,8 +44,6 @@ extension Array {
         (.notSignedIn, 401, "invalid_token", "WWW-Authenticate: Bearer"),
         (.methodNotAllowed, 405, "method_not_allowed", "Allow: POST, OPTIONS"),
         (.identityNotRepresentable, 500, "server_error", nil),
-        (.invalidConfiguration, 500, "server_error", nil),
-        (.usage, 500, "server_error", nil),
     ] as [(SignInError.Code, Int, String, String?)])
     func requestErrorMapsToItsDocumentedReply(code: SignInError.Code, status: Int, error: String, header: String?) {
         let reply = Failure(SignInError(code, "detail that must not leak", allow: ["POST", "OPTIONS"])).response

@@ -1,7 +1,7 @@
 // Origin parsing and the Origin / Sec-Fetch-Site check for cookie-authenticated state changes.
 
-import Testing
 @testable import SignIn
+import Testing
 
 private let check = OriginCheck(siteOrigins: [Origin(parsing: "https://example.com")!, Origin(parsing: "http://localhost:8080")!])
 

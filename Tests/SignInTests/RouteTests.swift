@@ -1,11 +1,15 @@
 // docs/http.md, in process: every route's statuses, headers, cookies, CSRF/Origin rules and error bodies, against
 // the in-memory store and a fixed verifier (the end-to-end suites prove the nginx -> FastCGI -> PostgreSQL path).
+@testable import Commands
 import FastCGI
 import Foundation
 @testable import IDToken
-import Store
-import Testing
+import Logging
+@testable import Sessions
 @testable import SignIn
+import Store
+import TestSupport
+import Testing
 
 /// A verifier that answers from a table: token text -> result; anything else is `malformed`.
 final class FixedVerifier: TokenVerifying, @unchecked Sendable {
@@ -53,7 +57,7 @@ final class RouteHarness: @unchecked Sendable {
         ].merging(environment) { $1 }, processorCount: 2)
         store = InMemoryStore(policy: configuration.sessionPolicy)
         let lines = self.lines
-        let service = Service(configuration: configuration, tokens: verifier, log: Log { lines.append($0) },
+        let service = Service(site: configuration.site, tokens: verifier, log: Log { lines.append($0) },
                               clock: { 1_800_000_000 }, metrics: metrics,
                               samples: { [Metrics.Sample(name: "tokensignin_busy_workers", help: "Workers serving a request.",
                                                          labels: [("lane", "default")], value: 1)] })
@@ -92,14 +96,6 @@ final class RouteHarness: @unchecked Sendable {
         }
         return token
     }
-}
-
-final class LockedLines: @unchecked Sendable {
-    // SAFETY: every access holds `lock`.
-    private let lock = NSLock()
-    private var lines: [String] = []
-    func append(_ line: String) { lock.withLock { lines.append(line) } }
-    var all: [String] { lock.withLock { lines } }
 }
 
 extension Response {

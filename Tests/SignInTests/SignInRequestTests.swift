@@ -1,7 +1,7 @@
 // POST /tokensignin bodies: the three accepted forms and every refusal, with the error each maps to.
 
-import Testing
 @testable import SignIn
+import Testing
 
 private let token = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiIxIn0.c2lnbmF0dXJl"
 

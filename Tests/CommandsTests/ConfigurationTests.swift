@@ -1,11 +1,12 @@
 // Configuration: defaults, flags over environment, and a message naming the setting for every bad value.
 
-import Testing
+@testable import Commands
 @testable import SignIn
+import Testing
 
 private let base = ["TOKENSIGNIN_CLIENT_IDS": "1234567890-web.apps.googleusercontent.com"]
 
-private func configuration(_ environment: [String: String] = [:], _ arguments: [String] = []) throws(SignInError) -> Configuration {
+private func configuration(_ environment: [String: String] = [:], _ arguments: [String] = []) throws(CommandError) -> Configuration {
     try Configuration(environment: base.merging(environment) { _, new in new }, arguments: arguments, processorCount: 4)
 }
 
@@ -143,7 +144,7 @@ private func rendered(_ config: Configuration, _ setting: Configuration.Setting)
     }
 
     @Test func missingClientIDsIsRequired() {
-        #expect(throws: SignInError.self) { try Configuration(environment: [:], processorCount: 1) }
+        #expect(throws: CommandError.self) { try Configuration(environment: [:], processorCount: 1) }
         do {
             _ = try Configuration(environment: ["TOKENSIGNIN_CLIENT_IDS": "  "], processorCount: 1)
             Issue.record("accepted")
@@ -163,7 +164,7 @@ private func rendered(_ config: Configuration, _ setting: Configuration.Setting)
         let config = try Configuration(environment: [:], processorCount: 1, requireClientIDs: false)
         #expect(config.clientIDs.isEmpty)
         // Every other setting is still checked the same way as for serve.
-        #expect(throws: SignInError(.invalidConfiguration)) {
+        #expect(throws: CommandError(.invalidConfiguration)) {
             try Configuration(environment: ["TOKENSIGNIN_SESSION_IDLE_TTL": "forever"], processorCount: 1, requireClientIDs: false)
         }
     }
@@ -177,7 +178,7 @@ private func rendered(_ config: Configuration, _ setting: Configuration.Setting)
                       "-abc.apps.googleusercontent.com", "12-.apps.googleusercontent.com", "12-abc.apps.googleusercontent.com.evil",
                       "12-abc.googleusercontent.com"])
     func otherValuesAreNotClientIDs(id: String) {
-        #expect(throws: SignInError(.invalidConfiguration)) { try configuration(["TOKENSIGNIN_CLIENT_IDS": id]) }
+        #expect(throws: CommandError(.invalidConfiguration)) { try configuration(["TOKENSIGNIN_CLIENT_IDS": id]) }
     }
 
     @Test func aClientSecretIsNeverPrintedBack() {
@@ -195,7 +196,7 @@ private func rendered(_ config: Configuration, _ setting: Configuration.Setting)
     }
 
     @Test func aRemoteListenAddressNeedsTheExplicitPermission() throws {
-        #expect(throws: SignInError(.invalidConfiguration)) { try configuration(["TOKENSIGNIN_LISTEN": "10.0.0.5:9000"]) }
+        #expect(throws: CommandError(.invalidConfiguration)) { try configuration(["TOKENSIGNIN_LISTEN": "10.0.0.5:9000"]) }
         let allowed = try configuration(["TOKENSIGNIN_LISTEN": "10.0.0.5:9000", "TOKENSIGNIN_ALLOW_REMOTE_LISTEN": "true"])
         #expect(allowed.listen == "10.0.0.5:9000" && allowed.allowRemoteListen)
     }
@@ -351,7 +352,7 @@ private func rendered(_ config: Configuration, _ setting: Configuration.Setting)
 
     @Test(arguments: ["https://example.com.evil.example/", "http://example.com/", "https://example.com@evil.example/", "https://example.com:8443/"])
     func redirectOffTheSiteOriginsIsRefused(target: String) {
-        #expect(throws: SignInError(.invalidConfiguration)) {
+        #expect(throws: CommandError(.invalidConfiguration)) {
             try configuration(["TOKENSIGNIN_SITE_ORIGINS": "https://example.com", "TOKENSIGNIN_SIGNIN_REDIRECT": target])
         }
     }

@@ -3,7 +3,7 @@
 import IDToken
 
 /// What an event does (docs/risc.md). The store applies it to the user matched on `google_sub`.
-enum SecurityAction: String, Sendable, CaseIterable {
+package enum SecurityAction: String, Sendable, CaseIterable {
     /// End every live session; ID tokens issued before the event can no longer open one.
     case revokeSessions = "revoke"
     /// The same, and block Google sign-in (an account hijacked).
@@ -20,7 +20,7 @@ enum SecurityAction: String, Sendable, CaseIterable {
     /// The action for an event of `type` with `reason`. An account-disabled event with a reason other than
     /// `hijacking` or `bulk-account` blocks, as one without a reason does: the safe side for a reason Google
     /// adds later.
-    static func of(type: String, reason: String?) -> SecurityAction {
+    package static func of(type: String, reason: String?) -> SecurityAction {
         switch type {
         case SecurityEvent.sessionsRevoked, SecurityEvent.tokensRevoked: return .revokeSessions
         case SecurityEvent.accountDisabled:
@@ -36,7 +36,7 @@ enum SecurityAction: String, Sendable, CaseIterable {
     }
 
     /// `users.flagged_reason` for a flag.
-    static func flagReason(type: String, reason: String?) -> String? {
+    package static func flagReason(type: String, reason: String?) -> String? {
         switch (type, reason) {
         case (SecurityEvent.accountDisabled, "bulk-account"): "bulk-account"
         case (SecurityEvent.accountCredentialChangeRequired, _): "credential-change-required"
@@ -46,33 +46,50 @@ enum SecurityAction: String, Sendable, CaseIterable {
 }
 
 /// One event of a verified SET, as the store records it.
-struct SecurityEventRecord: Sendable, Equatable {
-    var jti: String
-    var issuer: String
-    var type: String
+package struct SecurityEventRecord: Sendable, Equatable {
+    package var jti: String
+    package var issuer: String
+    package var type: String
     /// The Google account's sub, when the event names one issued by Google; nil otherwise.
-    var subject: String?
-    var reason: String?
-    var state: String?
+    package var subject: String?
+    package var reason: String?
+    package var state: String?
     /// The SET's iat (Unix seconds): when Google issued the event.
-    var issuedAt: Int64
+    package var issuedAt: Int64
 
-    var action: SecurityAction { .of(type: type, reason: reason) }
+    package init(jti: String, issuer: String, type: String, subject: String? = nil, reason: String? = nil, state: String? = nil, issuedAt: Int64) {
+        self.jti = jti
+        self.issuer = issuer
+        self.type = type
+        self.subject = subject
+        self.reason = reason
+        self.state = state
+        self.issuedAt = issuedAt
+    }
+
+    package var action: SecurityAction { .of(type: type, reason: reason) }
 }
 
 /// What recording an event did (`security_events.outcome`), or that it had been recorded before.
-struct AppliedSecurityEvent: Sendable, Equatable {
-    var type: String
-    var userID: Int64?
+package struct AppliedSecurityEvent: Sendable, Equatable {
+    package var type: String
+    package var userID: Int64?
     /// `sessions_revoked`, `blocked`, ... (the column's values); `duplicate` for a redelivered event.
-    var outcome: String
-    var sessionsRevoked: Int
+    package var outcome: String
+    package var sessionsRevoked: Int
 
-    static let duplicate = "duplicate"
+    package init(type: String, userID: Int64? = nil, outcome: String, sessionsRevoked: Int) {
+        self.type = type
+        self.userID = userID
+        self.outcome = outcome
+        self.sessionsRevoked = sessionsRevoked
+    }
+
+    package static let duplicate = "duplicate"
 }
 
 /// Records security events and applies them, each (jti, type) once.
-protocol SecurityEventStore: AnyObject {
+package protocol SecurityEventStore: AnyObject {
     /// Records and applies every event of one SET in one transaction; an event already recorded (Google
     /// redelivers until it gets 202) changes nothing and comes back with the outcome `duplicate`.
     func applySecurityEvents(_ events: [SecurityEventRecord]) throws -> [AppliedSecurityEvent]

@@ -2,10 +2,11 @@
 // migrations that change a big table refuse a half-built index and leave their constraint validated.
 import Foundation
 @testable import IDToken
+import Logging
+@testable import Sessions
 import Store
-import Testing
 import TestSupport
-@testable import SignIn
+import Testing
 
 @Suite struct SchemaTests {
     @Test func everyTableViewColumnIndexAndFunctionOfSigninHasAComment() throws {
@@ -35,7 +36,7 @@ import TestSupport
         var sessions: [(name: String, id: Int64, hash: SessionToken.Hash)] = []
         for (name, sub) in [("live", "sub-1"), ("live2", "sub-1"), ("idle", "sub-1"), ("revoked", "sub-1"), ("expired", "sub-1"),
                             ("disabled", "sub-2")] {
-            let session = try RevokeEveryoneTests.signIn(service, sub)
+            let session = try TestStores.signIn(service, sub)
             sessions.append((name, session.id, session.hash))
         }
         let sql = try db.connect()
@@ -86,7 +87,7 @@ import TestSupport
     @Test func flaggedUsersAreTheDisabledTheBlockedAndTheFlagged() throws {
         let db = try TestDatabase.migrated("schema_flagged")
         let store = PostgresStoreTests.store(db)
-        for sub in ["sub-ok", "sub-disabled", "sub-blocked", "sub-flagged"] { _ = try RevokeEveryoneTests.signIn(store, sub) }
+        for sub in ["sub-ok", "sub-disabled", "sub-blocked", "sub-flagged"] { _ = try TestStores.signIn(store, sub) }
         let sql = try db.connect()
         try sql.query("UPDATE signin.users SET disabled_at = now(), disabled_reason = 'abuse' WHERE google_sub = 'sub-disabled'")
         try sql.query("UPDATE signin.users SET google_sign_in_blocked_at = now() WHERE google_sub = 'sub-blocked'")

@@ -1,18 +1,20 @@
 // The SessionStore on PostgreSQL: one worker's connection, its prepared statements, reconnect-and-retry, and
 // every column decoded into Swift values.
 import IDToken
+import Logging
 import Store
 
 /// One worker's database. Opens its connection on first use; when a statement finds the connection lost
 /// (PostgreSQL restarted, a failover), reconnects and runs it once more, so a client sees no error for it.
-final class PostgresStore: SessionStore, SecurityEventStore {
+package final class PostgresStore: SessionStore, SecurityEventStore {
     private let conninfo: String
     /// What the conninfo points at: PostgreSQL, or a transaction pooler (no named statements, per-transaction timeouts).
     private let pooler: Pooler
-    let policy: SessionPolicy
+    package let policy: SessionPolicy
     private let log: Log
     private let redact: @Sendable (String) -> String
-    private let metrics: Metrics?
+    /// Called each time a lost connection is re-established (the responder counts them in `/metrics`).
+    private let onReconnect: (@Sendable () -> Void)?
     private var connection: Connection?
     /// Whether this store writes its policy into `signin.service_settings` (the responder's stores do; an operator
     /// command's must not, or a command run with another environment would change what the service is judged by).
@@ -20,46 +22,42 @@ final class PostgresStore: SessionStore, SecurityEventStore {
     /// When this store last wrote (or tried to write) the settings; nil: not yet.
     private var settingsRecordedAt: ContinuousClock.Instant?
 
-    init(conninfo: String, pooler: Pooler = .none, policy: SessionPolicy, log: Log,
-         redact: @escaping @Sendable (String) -> String = { $0 }, metrics: Metrics? = nil, recordsSettings: Bool = false) {
+    /// - Parameters:
+    ///   - redact: what every message from libpq goes through before it is logged (it may echo a password).
+    ///   - recordsSettings: whether this store writes `policy` into `signin.service_settings` (the responder's do).
+    package init(conninfo: String, pooler: Pooler = .none, policy: SessionPolicy, log: Log,
+         redact: @escaping @Sendable (String) -> String = { $0 }, onReconnect: (@Sendable () -> Void)? = nil,
+         recordsSettings: Bool = false) {
         self.conninfo = conninfo
         self.pooler = pooler
         self.policy = policy
         self.log = log
         self.redact = redact
-        self.metrics = metrics
+        self.onReconnect = onReconnect
         self.recordsSettings = recordsSettings
-    }
-
-    /// The store the service's settings describe; by default it records them (`recordsSettings`).
-    convenience init(_ configuration: Configuration, log: Log, metrics: Metrics? = nil, recordsSettings: Bool = true) {
-        self.init(conninfo: configuration.conninfo, pooler: configuration.databasePooler,
-                  policy: configuration.sessionPolicy, log: log,
-                  redact: { [configuration] in configuration.redacted($0) }, metrics: metrics,
-                  recordsSettings: recordsSettings)
     }
 
     /// How long a worker waits for PostgreSQL's next byte while an answer is due, before it drops the connection
     /// and answers 503: three statement timeouts (every statement ends by then, answered, unless the server
     /// cannot answer at all: a frozen backend or storage, a pooler queueing the statement); a batch's pipeline
     /// gets a statement timeout more for each further statement (`Connection.init`).
-    static let responseTimeout: Duration = .milliseconds(3 * Connection.statementTimeoutMilliseconds)
+    package static let responseTimeout: Duration = .milliseconds(3 * Connection.statementTimeoutMilliseconds)
 
     /// Connection failures are logged with libpq's message, at most once per interval for the whole process
     /// (every worker fails alike while the database is down).
-    static let connectFailureLog = RateLimit(interval: .seconds(10))
+    package static let connectFailureLog = RateLimit(interval: .seconds(10))
 
     /// How often each worker writes its settings again: after a restore, a failover or a migrate that created the
     /// table while the service ran, `signin.service_settings` says the right thing again within this interval.
-    static let settingsRefresh: Duration = .seconds(300)
+    package static let settingsRefresh: Duration = .seconds(300)
     /// A failed settings write is logged at most once per interval for the whole process.
-    static let settingsFailureLog = RateLimit(interval: .seconds(300))
+    package static let settingsFailureLog = RateLimit(interval: .seconds(300))
 
     private var idleTimeout: SQLInterval { SQLInterval(seconds: policy.idleTimeout) }
 
     // MARK: SessionStore
 
-    func signIn(_ token: VerifiedToken, _ session: NewSession) throws -> SignInOutcome {
+    package func signIn(_ token: VerifiedToken, _ session: NewSession) throws -> SignInOutcome {
         let rows: Rows
         do throws(StoreError) {
             rows = try run(Queries.signIn, signInParameters(token, session))
@@ -72,7 +70,7 @@ final class PostgresStore: SessionStore, SecurityEventStore {
     /// Sign-ins verified together, opened in one pipeline (one round trip and one transaction:
     /// `Connection.executeBatch`), each with its own outcome. Their statements run in the order of `google_sub`,
     /// so two batches that sign in the same users lock those rows in the same order and cannot deadlock.
-    func signIns(_ batch: [(token: VerifiedToken, session: NewSession)]) throws -> [Result<SignInOutcome, any Error>] {
+    package func signIns(_ batch: [(token: VerifiedToken, session: NewSession)]) throws -> [Result<SignInOutcome, any Error>] {
         guard batch.count > 1 else { return batch.map { item in Result { try signIn(item.token, item.session) } } }
         // By the bytes of google_sub (as PostgreSQL's unique index tells them apart), then by position.
         let subjects = batch.map { Array($0.token.subject.utf8) }
@@ -114,17 +112,17 @@ final class PostgresStore: SessionStore, SecurityEventStore {
         return .signedIn(SignedIn(userID: userID, created: created, sessionID: sessionID, expiresAt: expiresAt))
     }
 
-    func recordRefusedSignIn(reason: String, clientID: String?, ip: String?, userAgent: String?) throws {
+    package func recordRefusedSignIn(reason: String, clientID: String?, ip: String?, userAgent: String?) throws {
         try run(Queries.signInFailure, [reason, clientID, ip, userAgent])
     }
 
-    func liveSession(_ hash: SessionToken.Hash) throws -> LiveSession? {
+    package func liveSession(_ hash: SessionToken.Hash) throws -> LiveSession? {
         try Self.liveSession(from: run(Queries.checkSession, [hash, idleTimeout]))
     }
 
     /// Every check in one pipeline (one round trip); a lost connection is re-established and the batch run once
     /// more, as for one statement.
-    func liveSessions(_ hashes: [SessionToken.Hash]) throws -> [Result<LiveSession?, any Error>] {
+    package func liveSessions(_ hashes: [SessionToken.Hash]) throws -> [Result<LiveSession?, any Error>] {
         Self.decoded(try runBatch(Queries.checkSession, hashes.map { [$0, idleTimeout] }), Self.liveSession(from:))
     }
 
@@ -149,14 +147,14 @@ final class PostgresStore: SessionStore, SecurityEventStore {
                            expiresAt: expiresAt)
     }
 
-    func signOut(_ hash: SessionToken.Hash, everywhere: Bool) throws -> SignedOut? {
+    package func signOut(_ hash: SessionToken.Hash, everywhere: Bool) throws -> SignedOut? {
         let rows = try run(Queries.signOut, [hash, idleTimeout, everywhere])
         guard rows.count == 1 else { return nil }
         let (sessionID, revoked) = try rows.decode(row: 0, as: Int64.self, Int.self)
         return SignedOut(sessionID: sessionID, revoked: revoked)
     }
 
-    func listSessions(_ hash: SessionToken.Hash, limit: Int, after: Int64?) throws -> SessionPage? {
+    package func listSessions(_ hash: SessionToken.Hash, limit: Int, after: Int64?) throws -> SessionPage? {
         let rows = try run(Queries.listSessions, [hash, idleTimeout, limit, after])
         guard !rows.isEmpty else { return nil }
         var sessions: [SessionSummary] = []
@@ -177,20 +175,20 @@ final class PostgresStore: SessionStore, SecurityEventStore {
         return SessionPage(sessions: sessions, next: next)
     }
 
-    func revokeSession(_ id: Int64, presentedBy hash: SessionToken.Hash) throws -> RevokeOutcome? {
+    package func revokeSession(_ id: Int64, presentedBy hash: SessionToken.Hash) throws -> RevokeOutcome? {
         let rows = try run(Queries.revokeOwnSession, [hash, idleTimeout, id])
         guard rows.count == 1 else { return nil }
         let (by, revoked) = try rows.decode(row: 0, as: Int64.self, Int.self)
         return revoked > 0 ? .revoked(by: by) : .notFound
     }
 
-    func ping() throws {
+    package func ping() throws {
         try run(Queries.ping, [])
     }
 
     // MARK: SecurityEventStore
 
-    func applySecurityEvents(_ events: [SecurityEventRecord]) throws -> [AppliedSecurityEvent] {
+    package func applySecurityEvents(_ events: [SecurityEventRecord]) throws -> [AppliedSecurityEvent] {
         try inTransaction { (connection) throws(StoreError) -> [AppliedSecurityEvent] in
             var applied: [AppliedSecurityEvent] = []
             for event in events {
@@ -241,7 +239,7 @@ final class PostgresStore: SessionStore, SecurityEventStore {
             return try call(database())
         } catch where error.code == .connectionLost {
             log.warning("database_reconnect", ["operation": operation, "sqlstate": error.sqlState])
-            metrics?.reconnect()
+            onReconnect?()
             return try call(database())
         }
     }
@@ -298,70 +296,105 @@ final class PostgresStore: SessionStore, SecurityEventStore {
 }
 
 /// One row of `tokensignin sessions list`: any session of a user, live or not, with its state.
-struct UserSession: Sendable, Equatable {
-    var id: Int64
-    var createdAt: Timestamp
-    var lastSeenAt: Timestamp
-    var expiresAt: Timestamp
+package struct UserSession: Sendable, Equatable {
+    package var id: Int64
+    package var createdAt: Timestamp
+    package var lastSeenAt: Timestamp
+    package var expiresAt: Timestamp
     /// `active`, `idle`, `expired` or `revoked:<reason>`.
-    var state: String
-    var ip: String?
-    var clientID: String?
-    var userAgent: String?
+    package var state: String
+    package var ip: String?
+    package var clientID: String?
+    package var userAgent: String?
+
+    package init(id: Int64, createdAt: Timestamp, lastSeenAt: Timestamp, expiresAt: Timestamp, state: String, ip: String? = nil, clientID: String? = nil, userAgent: String? = nil) {
+        self.id = id
+        self.createdAt = createdAt
+        self.lastSeenAt = lastSeenAt
+        self.expiresAt = expiresAt
+        self.state = state
+        self.ip = ip
+        self.clientID = clientID
+        self.userAgent = userAgent
+    }
 }
 
 /// How `tokensignin prune` deletes: retention periods and the batch size. Idle sessions go by the idle timeout the
 /// responder recorded (`signin.service_settings`), not by a setting of the command.
-struct PrunePolicy: Sendable, Equatable {
-    var revokedRetention: Int64 = 30 * 86_400
-    var auditRetention: Int64 = 90 * 86_400
-    var batch = 1_000
+package struct PrunePolicy: Sendable, Equatable {
+    package var revokedRetention: Int64 = 30 * 86_400
+    package var auditRetention: Int64 = 90 * 86_400
+    package var batch = 1_000
+
+    package init(revokedRetention: Int64 = 30 * 86_400, auditRetention: Int64 = 90 * 86_400, batch: Int = 1_000) {
+        self.revokedRetention = revokedRetention
+        self.auditRetention = auditRetention
+        self.batch = batch
+    }
 
     /// Ids per statement of the idle walk: each reads at most this many sessions.
-    var idleChunk: Int { batch * 10 }
+    package var idleChunk: Int { batch * 10 }
 
     /// The shortest audit retention `signin.prune_sign_ins` accepts: the service's role can never erase the last week.
-    static let minimumAuditRetention: Int64 = 7 * 86_400
+    package static let minimumAuditRetention: Int64 = 7 * 86_400
 }
 
 /// The session settings the responder recorded in `signin.service_settings`.
-struct RecordedSettings: Sendable, Equatable {
-    var idleTimeout: Int64
-    var lifetime: Int64
-    var updatedAt: Timestamp
+package struct RecordedSettings: Sendable, Equatable {
+    package var idleTimeout: Int64
+    package var lifetime: Int64
+    package var updatedAt: Timestamp
     /// The version line of the responder that wrote them.
-    var updatedBy: String
+    package var updatedBy: String
+
+    package init(idleTimeout: Int64, lifetime: Int64, updatedAt: Timestamp, updatedBy: String) {
+        self.idleTimeout = idleTimeout
+        self.lifetime = lifetime
+        self.updatedAt = updatedAt
+        self.updatedBy = updatedBy
+    }
 }
 
 /// What one `tokensignin prune` deleted, and the idle timeout it went by (nil: none recorded, so no session was
 /// deleted for idleness).
-struct PruneOutcome: Sendable, Equatable {
-    var sessions: Int
-    var signIns: Int
-    var settings: RecordedSettings?
+package struct PruneOutcome: Sendable, Equatable {
+    package var sessions: Int
+    package var signIns: Int
+    package var settings: RecordedSettings?
+
+    package init(sessions: Int, signIns: Int, settings: RecordedSettings? = nil) {
+        self.sessions = sessions
+        self.signIns = signIns
+        self.settings = settings
+    }
 }
 
 /// What `tokensignin sessions revoke --all` did: how many sessions it revoked, all created before `cutoff` (RFC
 /// 3339 with microseconds, never later than when the command started).
-struct RevokedEveryone: Sendable, Equatable {
-    var revoked: Int
-    var cutoff: String
+package struct RevokedEveryone: Sendable, Equatable {
+    package var revoked: Int
+    package var cutoff: String
+
+    package init(revoked: Int, cutoff: String) {
+        self.revoked = revoked
+        self.cutoff = cutoff
+    }
 }
 
 // MARK: operator commands (`tokensignin sessions`, `tokensignin prune`)
 
 extension PostgresStore {
-    func userExists(sub: String) throws(StoreError) -> Bool {
+    package func userExists(sub: String) throws(StoreError) -> Bool {
         try rows(OperatorQueries.userExists, [sub]).decode(row: 0, as: Int64.self) > 0
     }
 
-    func sessionExists(id: Int64) throws(StoreError) -> Bool {
+    package func sessionExists(id: Int64) throws(StoreError) -> Bool {
         try rows(OperatorQueries.sessionExists, [id]).decode(row: 0, as: Int64.self) > 0
     }
 
     /// Every session of the user, newest first; `idle` by the responder's recorded idle timeout (this store's own
     /// only when none is recorded).
-    func sessions(ofUser sub: String) throws(StoreError) -> [UserSession] {
+    package func sessions(ofUser sub: String) throws(StoreError) -> [UserSession] {
         let result = try rows(OperatorQueries.listUserSessions, [sub, SQLInterval(seconds: policy.idleTimeout)])
         var sessions: [UserSession] = []
         for row in 0..<result.count {
@@ -375,18 +408,18 @@ extension PostgresStore {
     }
 
     /// Revokes every live session of the user (reason `operator`); returns how many.
-    func revokeSessions(ofUser sub: String) throws(StoreError) -> Int {
+    package func revokeSessions(ofUser sub: String) throws(StoreError) -> Int {
         try rows(OperatorQueries.revokeUserSessions, [sub]).count
     }
 
     /// Revokes one session (reason `operator`); false when it was already revoked.
-    func revokeSession(id: Int64) throws(StoreError) -> Bool {
+    package func revokeSession(id: Int64) throws(StoreError) -> Bool {
         try rows(OperatorQueries.revokeSession, [id]).count == 1
     }
 
     /// Revokes every session neither revoked nor expired that was created before `createdBefore` (RFC 3339, already
     /// validated; nil: now), reason `operator_all`, `batch` at a time, each batch its own short statement.
-    func revokeAllSessions(createdBefore: String?, batch: Int = 1_000) throws(StoreError) -> RevokedEveryone {
+    package func revokeAllSessions(createdBefore: String?, batch: Int = 1_000) throws(StoreError) -> RevokedEveryone {
         let (cutoff, shown) = try rows(OperatorQueries.revokeAllCutoff, [createdBefore]).decode(row: 0, as: String.self, String.self)
         var revoked = 0
         var after: Int64 = 0
@@ -401,7 +434,7 @@ extension PostgresStore {
     }
 
     /// The settings the responder recorded; nil when none has yet.
-    func recordedSettings() throws(StoreError) -> RecordedSettings? {
+    package func recordedSettings() throws(StoreError) -> RecordedSettings? {
         let result = try rows(ServiceSettingsQueries.read, [])
         guard result.count == 1 else { return nil }
         let (idle, lifetime, at, by) = try result.decode(row: 0, as: Int64.self, Int64.self, Timestamp.self, String.self)
@@ -411,7 +444,7 @@ extension PostgresStore {
     /// Deletes what has outlived its use, batch by batch: expired sessions, sessions idle beyond the recorded idle
     /// timeout (a walk over the ids, `idleChunk` at a time; skipped when none is recorded), sessions revoked longer
     /// ago than the retention, then old audit rows.
-    func prune(_ prune: PrunePolicy) throws(StoreError) -> PruneOutcome {
+    package func prune(_ prune: PrunePolicy) throws(StoreError) -> PruneOutcome {
         let settings = try recordedSettings()
         var sessions = 0
         let batches: [(Statement, [any SQLParameter])] = [

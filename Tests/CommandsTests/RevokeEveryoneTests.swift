@@ -2,18 +2,15 @@
 // and the restore runbook it serves (a dump taken before a sign-out brings the session back to life).
 import Foundation
 @testable import IDToken
+import Logging
+@testable import Sessions
 import Store
-import Testing
 import TestSupport
-@testable import SignIn
+import Testing
 
 @Suite struct RevokeEveryoneTests {
     static func signIn(_ store: PostgresStore, _ sub: String) throws -> (id: Int64, hash: SessionToken.Hash) {
-        let token = SessionToken.generate()
-        guard case .signedIn(let signedIn) = try store.signIn(verifiedToken(sub: sub), PostgresStoreTests.session(token.hash)) else {
-            throw StoreError(.unexpectedResult, "refused")
-        }
-        return (signedIn.sessionID, token.hash)
+        try TestStores.signIn(store, sub)
     }
 
     static func reasons(_ db: TestDatabase) throws -> [String: String?] {
@@ -23,7 +20,7 @@ import TestSupport
 
     @Test func everySessionNotYetDeadIsRevokedIdleOnesTooBatchAfterBatch() throws {
         let db = try TestDatabase.migrated("revoke_all")
-        let store = PostgresStoreTests.store(db)
+        let store = TestStores.store(db)
         let live = try Self.signIn(store, "sub-a"), idle = try Self.signIn(store, "sub-a"), signedOut = try Self.signIn(store, "sub-a")
         let expired = try Self.signIn(store, "sub-b"), other = try Self.signIn(store, "sub-b"), third = try Self.signIn(store, "sub-c")
         _ = try store.signOut(signedOut.hash, everywhere: false)
@@ -44,7 +41,7 @@ import TestSupport
 
     @Test func createdBeforeKeepsTheNewerSessionsAndNeverReachesPastNow() throws {
         let db = try TestDatabase.migrated("revoke_before")
-        let store = PostgresStoreTests.store(db)
+        let store = TestStores.store(db)
         let old = try Self.signIn(store, "sub-old"), new = try Self.signIn(store, "sub-new")
         let sql = try db.connect()
         try sql.query("UPDATE signin.sessions SET created_at = now() - interval '2 days' WHERE id = $1", [old.id])
@@ -80,7 +77,7 @@ import TestSupport
     ])
     func malformedRevokeAllIsAUsageErrorAndRevokesNothing(arguments: [String]) throws {
         let db = try TestDatabase.migrated("revoke_usage")
-        let session = try Self.signIn(PostgresStoreTests.store(db), "sub-x")
+        let session = try Self.signIn(TestStores.store(db), "sub-x")
         let run = runCommand(["sessions", "revoke"] + arguments, environment: ["TOKENSIGNIN_DATABASE_URL": databaseURL(db.name)])
         #expect(run.status == 2, "\(arguments): \(run.out) \(run.err)")
         #expect(run.err.joined().contains("usage") || run.err.joined().contains("RFC 3339"), "\(run.err)")
@@ -118,7 +115,7 @@ import TestSupport
     /// database, until `sessions revoke --all`; a sign-in after that is kept.
     @Test func aRestoredDumpRevivesSignedOutSessionsUntilEveryoneIsSignedOut() throws {
         let db = try TestDatabase.migrated("backup")
-        let store = PostgresStoreTests.store(db)
+        let store = TestStores.store(db)
         let session = try Self.signIn(store, "sub-restore")
         let dump = NSTemporaryDirectory() + "tokensignin-\(randomHex(4)).dump"
         defer { try? FileManager.default.removeItem(atPath: dump) }
@@ -131,7 +128,7 @@ import TestSupport
         let restore = try runProgram("/usr/bin/pg_restore", ["--exit-on-error", "--single-transaction", "--dbname", restored.name, dump],
                                      environment: environment)
         #expect(restore.status == 0, "\(restore.stderrText)")
-        let after = PostgresStoreTests.store(restored)
+        let after = TestStores.store(restored)
         #expect(try after.liveSession(session.hash) != nil, "the signed-out session is live again")
 
         let revoke = runCommand(["sessions", "revoke", "--all"], environment: ["TOKENSIGNIN_DATABASE_URL": databaseURL(restored.name)])

@@ -1,4 +1,5 @@
 // `tokensignin dev`: DEVELOPMENT ONLY key generation and token minting for demos, tests and benchmarks.
+import Sessions
 import Signing
 
 struct DevCommands {
@@ -7,13 +8,13 @@ struct DevCommands {
     init(_ io: CommandIO) { self.io = io }
 
     func run(_ arguments: [String]) -> Int32 {
-        do throws(SignInError) {
+        do throws(CommandError) {
             let rest = arguments.dropFirst()
             switch arguments.first {
             case "keygen": return try keygen(rest)
             case "token": return try token(rest)
             case "sql": return try sql(rest)
-            default: throw SignInError(.usage, "dev needs keygen, token or sql")
+            default: throw CommandError(.usage, "dev needs keygen, token or sql")
             }
         } catch {
             io.err("tokensignin dev: \(error.detail)\n\(Commands.usage)")
@@ -21,15 +22,15 @@ struct DevCommands {
         }
     }
 
-    private func keygen(_ arguments: ArraySlice<String>) throws(SignInError) -> Int32 {
+    private func keygen(_ arguments: ArraySlice<String>) throws(CommandError) -> Int32 {
         let options = try CommandArguments(arguments, flags: ["--out", "--kind"])
-        guard options.positionals.isEmpty else { throw SignInError(.usage, "unexpected argument") }
-        guard let folder = try options.single("--out") else { throw SignInError(.usage, "--out DIR is required") }
+        guard options.positionals.isEmpty else { throw CommandError(.usage, "unexpected argument") }
+        guard let folder = try options.single("--out") else { throw CommandError(.usage, "--out DIR is required") }
         let kind: DevelopmentKey.Kind
         switch try options.single("--kind") ?? "rsa" {
         case "rsa": kind = .rsa2048
         case "p256": kind = .p256
-        default: throw SignInError(.usage, "--kind is rsa or p256")
+        default: throw CommandError(.usage, "--kind is rsa or p256")
         }
         guard io.makeDirectory(folder) else {
             io.err("tokensignin dev keygen: cannot create \(folder)")
@@ -50,18 +51,18 @@ struct DevCommands {
         return ExitCode.ok
     }
 
-    private func token(_ arguments: ArraySlice<String>) throws(SignInError) -> Int32 {
+    private func token(_ arguments: ArraySlice<String>) throws(CommandError) -> Int32 {
         let options = try CommandArguments(arguments, flags: ["--key", "--kid", "--aud", "--sub", "--email", "--email-verified",
                                                               "--name", "--hd", "--iat", "--ttl", "--count"])
-        guard options.positionals.isEmpty else { throw SignInError(.usage, "unexpected argument") }
+        guard options.positionals.isEmpty else { throw CommandError(.usage, "unexpected argument") }
         guard let keyPath = try options.single("--key"), let kid = try options.single("--kid"),
               let aud = try options.single("--aud"), let sub = try options.single("--sub") else {
-            throw SignInError(.usage, "--key, --kid, --aud and --sub are required")
+            throw CommandError(.usage, "--key, --kid, --aud and --sub are required")
         }
         let iat = try options.integer("--iat") ?? io.now()
         let ttl = try options.integer("--ttl") ?? 3600
         let count = try options.integer("--count")
-        if let count, count < 1 { throw SignInError(.usage, "--count must be at least 1") }
+        if let count, count < 1 { throw CommandError(.usage, "--count must be at least 1") }
         guard let pem = io.readFile(keyPath, 1 << 16) else {
             io.err("tokensignin dev token: cannot read \(keyPath)")
             return ExitCode.failed
@@ -80,7 +81,7 @@ struct DevCommands {
             switch try options.single("--email-verified") ?? "true" {
             case "true": claims["email_verified"] = true
             case "false": claims["email_verified"] = false
-            default: throw SignInError(.usage, "--email-verified is true or false")
+            default: throw CommandError(.usage, "--email-verified is true or false")
             }
         }
         if let name = try options.single("--name") { claims["name"] = .string(name) }
@@ -95,9 +96,9 @@ struct DevCommands {
     }
 
     /// `dev sql NAME`: prints one of the responder's prepared statements, so benchmarks run the very same SQL.
-    private func sql(_ arguments: ArraySlice<String>) throws(SignInError) -> Int32 {
+    private func sql(_ arguments: ArraySlice<String>) throws(CommandError) -> Int32 {
         guard arguments.count == 1, let name = arguments.first, let sql = StatementCatalog.sql(named: name) else {
-            throw SignInError(.usage, "dev sql needs one of: \(StatementCatalog.names.joined(separator: ", "))")
+            throw CommandError(.usage, "dev sql needs one of: \(StatementCatalog.names.joined(separator: ", "))")
         }
         io.out(sql)
         return ExitCode.ok

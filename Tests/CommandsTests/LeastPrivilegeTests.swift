@@ -2,10 +2,12 @@
 // the operator commands and nothing else; the reader reads and never writes; later migrations need no new grants.
 import Foundation
 @testable import IDToken
-import Store
-import Testing
-import TestSupport
+import Logging
+@testable import Sessions
 @testable import SignIn
+import Store
+import TestSupport
+import Testing
 
 /// A fresh database whose owner, app and reader roles come from sql/roles.sql under names of its own (roles are
 /// cluster-wide: suites running in parallel must not share them), plus an analyst who is a member of the reader.
@@ -56,7 +58,7 @@ final class RoleDatabase {
     /// A login as `role` (the test cluster trusts local logins).
     func connect(as role: String) throws -> Connection { try Connection(conninfo: "dbname=\(name) user=\(role)") }
 
-    func store(as role: String, policy: SessionPolicy = PostgresStoreTests.policy, recordsSettings: Bool = false) -> PostgresStore {
+    func store(as role: String, policy: SessionPolicy = TestStores.policy, recordsSettings: Bool = false) -> PostgresStore {
         PostgresStore(conninfo: "dbname=\(name) user=\(role)", policy: policy, log: Log { _ in }, recordsSettings: recordsSettings)
     }
 
@@ -102,8 +104,8 @@ func sqlState(_ connection: Connection, _ sql: String) -> String? {
         let db = try RoleDatabase("app_runs")
         let store = db.store(as: db.app, recordsSettings: true)
         let phone = SessionToken.generate(), laptop = SessionToken.generate()
-        guard case .signedIn(let first) = try store.signIn(verifiedToken(sub: "sub-app"), PostgresStoreTests.session(phone.hash)),
-              case .signedIn(let second) = try store.signIn(verifiedToken(sub: "sub-app"), PostgresStoreTests.session(laptop.hash)) else {
+        guard case .signedIn(let first) = try store.signIn(verifiedToken(sub: "sub-app"), TestStores.session(phone.hash)),
+              case .signedIn(let second) = try store.signIn(verifiedToken(sub: "sub-app"), TestStores.session(laptop.hash)) else {
             Issue.record("refused")
             return
         }
@@ -122,7 +124,7 @@ func sqlState(_ connection: Connection, _ sql: String) -> String? {
 
         // The operator commands and prune, as the same role (the prune unit runs as the service's account).
         let third = SessionToken.generate()
-        _ = try store.signIn(verifiedToken(sub: "sub-app", issuedAt: 1_900_000_000), PostgresStoreTests.session(third.hash))
+        _ = try store.signIn(verifiedToken(sub: "sub-app", issuedAt: 1_900_000_000), TestStores.session(third.hash))
         #expect(try store.userExists(sub: "sub-app") && store.sessionExists(id: second.sessionID))
         #expect(try store.sessions(ofUser: "sub-app").count == 3)
         #expect(try store.revokeSessions(ofUser: "nobody") == 0)
@@ -132,7 +134,7 @@ func sqlState(_ connection: Connection, _ sql: String) -> String? {
         try admin.query("UPDATE signin.sign_ins SET at = now() - interval '100 days'")
         let pruned = try store.prune(PrunePolicy(batch: 2))
         #expect(pruned.sessions == 3 && pruned.signIns == 4)
-        #expect(pruned.settings?.idleTimeout == PostgresStoreTests.policy.idleTimeout)
+        #expect(pruned.settings?.idleTimeout == TestStores.policy.idleTimeout)
 
         let prune = runCommand(["prune"], environment: db.environment(as: db.app))
         #expect(prune.status == 0, "\(prune.err)")
@@ -197,9 +199,9 @@ func sqlState(_ connection: Connection, _ sql: String) -> String? {
 
     @Test func aRefusedPrivilegeIsAServerFaultForTheServiceAndExitOneForTheCommands() throws {
         let db = try RoleDatabase("refusal")
-        _ = try db.store(as: db.app).signIn(verifiedToken(sub: "sub-r"), PostgresStoreTests.session())
+        _ = try db.store(as: db.app).signIn(verifiedToken(sub: "sub-r"), TestStores.session())
         do {
-            _ = try db.store(as: db.analyst).signIn(verifiedToken(sub: "sub-r"), PostgresStoreTests.session())
+            _ = try db.store(as: db.analyst).signIn(verifiedToken(sub: "sub-r"), TestStores.session())
             Issue.record("the reader signed someone in")
         } catch let error as StoreError {
             #expect(error.code == .permissionDenied && error.sqlState == "42501")
@@ -248,7 +250,7 @@ func sqlState(_ connection: Connection, _ sql: String) -> String? {
         try admin.query("ALTER DATABASE \(db.name) OWNER TO \(db.app)")
         let old = runCommand(["migrate"], environment: db.environment(as: db.app).merging(["TOKENSIGNIN_SQL_DIR": repositoryRoot + "/sql"]) { $1 })
         #expect(old.status == 0, "\(old.err)")
-        _ = try db.store(as: db.app).signIn(verifiedToken(sub: "sub-old"), PostgresStoreTests.session())
+        _ = try db.store(as: db.app).signIn(verifiedToken(sub: "sub-old"), TestStores.session())
 
         try RoleDatabase.check(db.roles())
         let owners = try admin.query("""

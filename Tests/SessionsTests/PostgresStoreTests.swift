@@ -2,21 +2,20 @@
 // the once-a-minute last_seen_at write, the audit rows). The behaviour both stores share is StoreContractTests.
 import Foundation
 @testable import IDToken
+import Logging
+@testable import Sessions
 import Store
 import Synchronization
-import Testing
 import TestSupport
-@testable import SignIn
+import Testing
 
 @Suite struct PostgresStoreTests {
-    static let policy = SessionPolicy(lifetime: 30 * 86_400, idleTimeout: 7 * 86_400, maxSessionsPerUser: 100)
+    static let policy = TestStores.policy
 
-    static func store(_ db: TestDatabase) -> PostgresStore {
-        PostgresStore(conninfo: db.conninfo, policy: policy, log: Log { _ in })
-    }
+    static func store(_ db: TestDatabase) -> PostgresStore { TestStores.store(db) }
 
     static func session(_ hash: SessionToken.Hash = SessionToken.generate().hash, agent: String? = "Test/1.0") -> NewSession {
-        NewSession(tokenHash: hash, clientID: "1234567890-clientweb.apps.googleusercontent.com", userAgent: agent, ip: "192.0.2.7")
+        TestStores.session(hash, agent: agent)
     }
 
     @Test func signInWritesTheProfileTheSessionAndTheAuditRow() throws {

@@ -3,7 +3,7 @@ import Store
 
 /// Statements are prepared once per connection (named) and reused by that worker. Times come back as
 /// whole Unix seconds (`extract(epoch ...)::bigint`), decoded into `Timestamp`.
-enum Queries {
+package enum Queries {
     /// Session authentication shared by the session routes: the live session whose hash is $1, where $2 is
     /// the idle timeout (interval). Revoked, expired, idle or disabled-user sessions do not match.
     private static let liveSession = """
@@ -26,7 +26,7 @@ enum Queries {
     /// (interval), $12 client_id (aud), $13 user_agent, $14 ip (NULL if not an address), $15 live sessions a
     /// user may hold, $16 the ID token's iat (Unix seconds: a token issued before Google revoked the account's
     /// sessions opens none). One row: user_id, created, refusal (NULL on success), session_id, expires_at (epoch).
-    static let signIn = Statement(name: "sign_in", sql: """
+    package static let signIn = Statement(name: "sign_in", sql: """
         WITH u AS (
             INSERT INTO signin.users AS u
                    (google_sub, email, email_verified, name, given_name, family_name, picture, locale,
@@ -70,11 +70,11 @@ enum Queries {
         """)
 
     /// The readiness probe's round trip.
-    static let ping = Statement(name: "ping", sql: "SELECT 1")
+    package static let ping = Statement(name: "ping", sql: "SELECT 1")
 
     /// A sign-in refused before the database was involved (bad token, wrong audience, ...), for the audit:
     /// $1 reason code, $2 client_id, $3 ip, $4 user_agent.
-    static let signInFailure = Statement(name: "sign_in_failure", sql: """
+    package static let signInFailure = Statement(name: "sign_in_failure", sql: """
         INSERT INTO signin.sign_ins (outcome, reason, client_id, ip, user_agent)
         VALUES ('failure', $1, $2, $3::inet, left($4, 1024))
         """)
@@ -86,7 +86,7 @@ enum Queries {
     /// row: no valid session (unknown,
     /// revoked, expired, idle too long, or user disabled). Columns: session_id, user_id, google_sub, email,
     /// email_verified, expires_at (epoch).
-    static let checkSession = Statement(name: "check_session", sql: """
+    package static let checkSession = Statement(name: "check_session", sql: """
         WITH s AS (
             SELECT s.id, s.user_id, s.last_seen_at, s.expires_at, u.google_sub, u.email, u.email_verified
               FROM signin.sessions s
@@ -109,7 +109,7 @@ enum Queries {
 
     /// Sign-out: $1 hash, $2 idle timeout (interval), $3 true to revoke every session of the user. Returns the
     /// authenticated session (no row: not signed in) and how many sessions were revoked.
-    static let signOut = Statement(name: "sign_out", sql: """
+    package static let signOut = Statement(name: "sign_out", sql: """
         WITH me AS (\(liveSession)),
         revoked AS (
             UPDATE signin.sessions s
@@ -127,7 +127,7 @@ enum Queries {
     /// $3 + 1, the extra one tells that a next page exists), or a single row of NULL session columns when the
     /// page is empty; no row: not signed in. Columns: the presenting session's id, then the session's id,
     /// created_at, last_seen_at, expires_at (epoch), user_agent, ip, client_id.
-    static let listSessions = Statement(name: "list_sessions", sql: """
+    package static let listSessions = Statement(name: "list_sessions", sql: """
         WITH me AS (\(liveSession))
         SELECT me.id, p.id, p.created_at, p.last_seen_at, p.expires_at, p.user_agent, p.ip, p.client_id
           FROM me LEFT JOIN LATERAL (
@@ -146,7 +146,7 @@ enum Queries {
 
     /// Revoke one of the signed-in user's own live sessions: $1 hash, $2 idle timeout (interval), $3 session
     /// id. No row: not signed in; a count of 0: no such live session of this user.
-    static let revokeOwnSession = Statement(name: "revoke_own_session", sql: """
+    package static let revokeOwnSession = Statement(name: "revoke_own_session", sql: """
         WITH me AS (\(liveSession)),
         revoked AS (
             UPDATE signin.sessions s SET revoked_at = now(), revoked_reason = 'user_revoked'
@@ -160,7 +160,7 @@ enum Queries {
 }
 
 /// Cross-Account Protection: one security event recorded and applied, each (jti, event type) once.
-enum SecurityEventQueries {
+package enum SecurityEventQueries {
     /// $1 jti, $2 issuer, $3 event type, $4 the subject's sub (NULL: none we read), $5 reason, $6 state,
     /// $7 the SET's iat (Unix seconds), $8 the action (`SecurityAction`: revoke, revoke_block, block, unblock,
     /// flag, record), $9 the flag reason. Does nothing when the event was recorded before (no row); otherwise
@@ -168,7 +168,7 @@ enum SecurityEventQueries {
     /// security_event, setting id_tokens_invalid_before, the block, the flag) and records the event with what
     /// was done. Blocks and unblocks are ordered by the events' iat, not by arrival: a block never undoes a
     /// later enable, an enable never lifts a later block. One row: user_id, outcome, sessions_revoked.
-    static let apply = Statement(name: "apply_security_event", sql: """
+    package static let apply = Statement(name: "apply_security_event", sql: """
         WITH u AS (
             SELECT id FROM signin.users WHERE google_sub = $4
         ), fresh AS (
@@ -219,12 +219,12 @@ enum SecurityEventQueries {
 }
 
 /// The responder's session settings in `signin.service_settings`, so every other process judges idleness by them.
-enum ServiceSettingsQueries {
+package enum ServiceSettingsQueries {
     /// Written by each connection the responder opens: $1 idle timeout, $2 lifetime (intervals), $3 the binary's
     /// version line. Unchanged settings make it a read that locks nothing (a DBA holding the row cannot stall a
     /// worker). A row comes back only when the settings changed (or were first recorded): the idle timeout and
     /// lifetime they had before, in seconds (NULL: none recorded).
-    static let record = Statement(name: "record_service_settings", sql: """
+    package static let record = Statement(name: "record_service_settings", sql: """
         WITH before AS (SELECT session_idle_timeout, session_lifetime FROM signin.service_settings)
         INSERT INTO signin.service_settings AS t (session_idle_timeout, session_lifetime, updated_by)
         SELECT justify_hours($1::interval), justify_hours($2::interval), $3
@@ -240,7 +240,7 @@ enum ServiceSettingsQueries {
         """)
 
     /// What the responder recorded: idle timeout and lifetime (seconds), when and by which binary. No row: none.
-    static let read = Statement(name: "service_settings", sql: """
+    package static let read = Statement(name: "service_settings", sql: """
         SELECT extract(epoch FROM session_idle_timeout)::bigint, extract(epoch FROM session_lifetime)::bigint,
                extract(epoch FROM updated_at)::bigint, updated_by
           FROM signin.service_settings
@@ -249,10 +249,10 @@ enum ServiceSettingsQueries {
 
 /// Statements of the operator commands (`tokensignin sessions ...`, `tokensignin prune`). Idleness is judged by the
 /// idle timeout the responder recorded (`signin.service_settings`), never by the command's own environment.
-enum OperatorQueries {
+package enum OperatorQueries {
     /// Every session of the user whose sub is $1, newest first, live or not, with its state under the idle
     /// timeout the responder recorded ($2, the command's own setting, only when none is recorded).
-    static let listUserSessions = Statement(name: "list_user_sessions", sql: """
+    package static let listUserSessions = Statement(name: "list_user_sessions", sql: """
         SELECT s.id, extract(epoch FROM s.created_at)::bigint, extract(epoch FROM s.last_seen_at)::bigint,
                extract(epoch FROM s.expires_at)::bigint,
                CASE WHEN s.revoked_at IS NOT NULL THEN 'revoked:' || coalesce(s.revoked_reason, '')
@@ -267,7 +267,7 @@ enum OperatorQueries {
         """)
 
     /// Revokes every live session of the user whose sub is $1; returns the revoked ids.
-    static let revokeUserSessions = Statement(name: "revoke_user_sessions", sql: """
+    package static let revokeUserSessions = Statement(name: "revoke_user_sessions", sql: """
         UPDATE signin.sessions s SET revoked_at = now(), revoked_reason = 'operator'
         FROM signin.users u
         WHERE u.id = s.user_id AND u.google_sub = $1 AND s.revoked_at IS NULL
@@ -275,7 +275,7 @@ enum OperatorQueries {
         """)
 
     /// Revokes the session whose id is $1 (if not already revoked); returns its id.
-    static let revokeSession = Statement(name: "revoke_session", sql: """
+    package static let revokeSession = Statement(name: "revoke_session", sql: """
         UPDATE signin.sessions SET revoked_at = now(), revoked_reason = 'operator'
         WHERE id = $1::bigint AND revoked_at IS NULL
         RETURNING id
@@ -284,7 +284,7 @@ enum OperatorQueries {
     /// The instant `sessions revoke --all` revokes before: $1 (RFC 3339 text, NULL: none given), never later than
     /// now, so sessions opened while it runs are kept and the command ends. Columns: the instant as text for the
     /// next statement, and as RFC 3339 with microseconds for the operator.
-    static let revokeAllCutoff = Statement(name: "revoke_all_cutoff", sql: """
+    package static let revokeAllCutoff = Statement(name: "revoke_all_cutoff", sql: """
         SELECT c::text, to_char(c AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
           FROM (SELECT least(coalesce($1::timestamptz, now()), now()) AS c) cutoff
         """)
@@ -294,7 +294,7 @@ enum OperatorQueries {
     /// revoked with reason operator_all. Idle ones too: idleness is a setting, and a longer one would revive them.
     /// Rows a session check is refreshing are waited for (FOR UPDATE, not SKIP LOCKED): none may be missed.
     /// Columns: how many the batch held, its last id, how many it revoked.
-    static let revokeAllSessions = Statement(name: "revoke_all_sessions", sql: """
+    package static let revokeAllSessions = Statement(name: "revoke_all_sessions", sql: """
         WITH batch AS (
             SELECT id FROM signin.sessions
              WHERE id > $2::bigint AND revoked_at IS NULL AND expires_at > now() AND created_at < $1::timestamptz
@@ -309,15 +309,15 @@ enum OperatorQueries {
         SELECT (SELECT count(*) FROM batch), (SELECT max(id) FROM batch), (SELECT count(*) FROM revoked)
         """)
 
-    static let userExists = Statement(name: "user_exists", sql: "SELECT count(*) FROM signin.users WHERE google_sub = $1")
-    static let sessionExists = Statement(name: "session_exists", sql: "SELECT count(*) FROM signin.sessions WHERE id = $1::bigint")
+    package static let userExists = Statement(name: "user_exists", sql: "SELECT count(*) FROM signin.users WHERE google_sub = $1")
+    package static let sessionExists = Statement(name: "session_exists", sql: "SELECT count(*) FROM signin.sessions WHERE id = $1::bigint")
 
     /// Pruning, one small batch per statement and one statement per reason (a condition OR-ed over three columns
     /// was a sequential scan per batch). Expired and long-revoked sessions walk their own index oldest first: the
     /// ORDER BY keeps that index scan whatever the planner guesses of how many rows match, and `= ANY (ARRAY(...))`
     /// the primary key for the delete itself, even in a generic plan. Sign-ins never wait on a long lock.
     /// Sessions past their absolute expiry (sessions_expires_at_idx); $1 is the batch size.
-    static let pruneExpiredSessions = Statement(name: "prune_expired_sessions", sql: """
+    package static let pruneExpiredSessions = Statement(name: "prune_expired_sessions", sql: """
         DELETE FROM signin.sessions WHERE id = ANY (ARRAY(
             SELECT id FROM signin.sessions WHERE expires_at <= now()
             ORDER BY expires_at LIMIT $1::int FOR UPDATE SKIP LOCKED))
@@ -327,7 +327,7 @@ enum OperatorQueries {
     /// their absolute expiry), among the ids above $1 up to $1 + $2: idle pruning walks the table once per run in
     /// primary-key chunks, each a short statement. No index serves it on purpose: one on last_seen_at would make
     /// every last_seen_at refresh of the session check a non-HOT update (docs/database.md, "Indexes").
-    static let pruneIdleSessions = Statement(name: "prune_idle_sessions", sql: """
+    package static let pruneIdleSessions = Statement(name: "prune_idle_sessions", sql: """
         DELETE FROM signin.sessions WHERE id = ANY (ARRAY(
             SELECT id FROM signin.sessions
             WHERE id > $1::bigint AND id <= $1::bigint + $2::int
@@ -337,11 +337,11 @@ enum OperatorQueries {
         """)
 
     /// The ids idle pruning walks: one below the smallest, and the largest (NULLs: no session).
-    static let sessionIDRange = Statement(name: "session_id_range", sql: "SELECT min(id) - 1, max(id) FROM signin.sessions")
+    package static let sessionIDRange = Statement(name: "session_id_range", sql: "SELECT min(id) - 1, max(id) FROM signin.sessions")
 
     /// Sessions revoked longer ago than the interval $1, kept that long to answer "why was I signed out"
     /// (sessions_revoked_at_idx); $2 is the batch size.
-    static let pruneRevokedSessions = Statement(name: "prune_revoked_sessions", sql: """
+    package static let pruneRevokedSessions = Statement(name: "prune_revoked_sessions", sql: """
         DELETE FROM signin.sessions WHERE id = ANY (ARRAY(
             SELECT id FROM signin.sessions WHERE revoked_at <= now() - $1::interval
             ORDER BY revoked_at LIMIT $2::int FOR UPDATE SKIP LOCKED))
@@ -349,20 +349,20 @@ enum OperatorQueries {
 
     /// Audit rows older than the interval $1 (at least 7 days), $2 at a time, through the owner's function: the
     /// service's role may not delete from the audit itself (sql/007_audit_prune.sql).
-    static let pruneSignIns = Statement(name: "prune_sign_ins", sql: "SELECT signin.prune_sign_ins($1::interval, $2::int)")
+    package static let pruneSignIns = Statement(name: "prune_sign_ins", sql: "SELECT signin.prune_sign_ins($1::interval, $2::int)")
 
     /// Every operator statement, for `tokensignin dev sql` and the docs.
-    static let statements = [listUserSessions, revokeUserSessions, revokeSession, revokeAllCutoff, revokeAllSessions,
+    package static let statements = [listUserSessions, revokeUserSessions, revokeSession, revokeAllCutoff, revokeAllSessions,
                              userExists, sessionExists, pruneExpiredSessions, sessionIDRange, pruneIdleSessions, pruneRevokedSessions,
                              pruneSignIns]
 }
 
 /// The application's statements by name, for `tokensignin dev sql` (benchmarks run the same SQL in pgbench) and the
 /// test that keeps docs/database.md word for word in step.
-enum StatementCatalog {
-    static let statements = [Queries.signIn, Queries.checkSession, Queries.signInFailure, Queries.signOut,
+package enum StatementCatalog {
+    package static let statements = [Queries.signIn, Queries.checkSession, Queries.signInFailure, Queries.signOut,
                              Queries.listSessions, Queries.revokeOwnSession, SecurityEventQueries.apply,
                              ServiceSettingsQueries.record, ServiceSettingsQueries.read] + OperatorQueries.statements
-    static var names: [String] { statements.map(\.name) }
-    static func sql(named name: String) -> String? { statements.first { $0.name == name }?.sql }
+    package static var names: [String] { statements.map(\.name) }
+    package static func sql(named name: String) -> String? { statements.first { $0.name == name }?.sql }
 }

@@ -1,4 +1,5 @@
 // The command line: `tokensignin <command> ...` dispatched to the commands, with the process's I/O injected.
+import Logging
 import Store
 
 /// What a command may touch of its process: environment, output, files, the clock. The executable supplies
@@ -96,7 +97,7 @@ public enum Commands {
     }
 
     /// The settings every command reads, from the environment (and, for `serve`, its flags).
-    static func configuration(_ io: CommandIO, arguments: [String] = [], requireClientIDs: Bool) throws(SignInError) -> Configuration {
+    static func configuration(_ io: CommandIO, arguments: [String] = [], requireClientIDs: Bool) throws(CommandError) -> Configuration {
         try Configuration(environment: io.environment, arguments: arguments, processorCount: io.processorCount,
                           requireClientIDs: requireClientIDs)
     }
@@ -111,7 +112,7 @@ public enum Commands {
                            log: io.log, now: io.now, readStandardInput: io.readStandardInput, readFile: io.readFile,
                            writeFile: io.writeFile, makeDirectory: io.makeDirectory, fileMode: io.fileMode)
         switch error {
-        case let error as SignInError where error.code == .usage || error.code == .invalidConfiguration:
+        case let error as CommandError where error.code == .usage || error.code == .invalidConfiguration:
             io.err("tokensignin \(command): \(error.detail)")
             return ExitCode.usage
         case let error as StoreError where error.code == .noMigrationFolder:
@@ -167,26 +168,26 @@ public enum Commands {
             while let argument = rest.popFirst() {
                 switch argument {
                 case "--status", "--dry-run":
-                    guard mode == "apply" else { throw SignInError(.usage, migrateUsage) }
+                    guard mode == "apply" else { throw CommandError(.usage, migrateUsage) }
                     mode = argument
                 case "--role":
                     guard role == nil, let value = rest.popFirst(), !value.isEmpty, value.utf8.count <= 63 else {
-                        throw SignInError(.usage, migrateUsage)
+                        throw CommandError(.usage, migrateUsage)
                     }
                     role = value
                 case "--sql-dir":
-                    guard let value = rest.popFirst() else { throw SignInError(.usage, migrateUsage) }
+                    guard let value = rest.popFirst() else { throw CommandError(.usage, migrateUsage) }
                     settings += [argument, value]
                 default:
                     // Only the one setting flag that concerns migrations.
-                    guard argument.hasPrefix("--sql-dir=") else { throw SignInError(.usage, migrateUsage) }
+                    guard argument.hasPrefix("--sql-dir=") else { throw CommandError(.usage, migrateUsage) }
                     settings.append(argument)
                 }
             }
             let configuration = try Self.configuration(io, arguments: settings, requireClientIDs: false)
             let migrator = try Migrator(directory: configuration.sqlDirectory)
             guard !migrator.migrations.isEmpty else {
-                throw SignInError(.usage, "no migration files (NNN_name.sql) in \(configuration.sqlDirectory): set --sql-dir or TOKENSIGNIN_SQL_DIR")
+                throw CommandError(.usage, "no migration files (NNN_name.sql) in \(configuration.sqlDirectory): set --sql-dir or TOKENSIGNIN_SQL_DIR")
             }
             let connection = try Connection(conninfo: configuration.conninfo, pooler: configuration.databasePooler)
             if let role {
@@ -225,7 +226,7 @@ struct CommandArguments {
     var values: [String: [String]] = [:]
     var positionals: [String] = []
 
-    init(_ arguments: some Collection<String>, flags: Set<String>) throws(SignInError) {
+    init(_ arguments: some Collection<String>, flags: Set<String>) throws(CommandError) {
         var index = arguments.startIndex
         while index != arguments.endIndex {
             let argument = arguments[index]
@@ -234,22 +235,22 @@ struct CommandArguments {
                 positionals.append(argument)
                 continue
             }
-            guard flags.contains(argument) else { throw SignInError(.usage, "unknown option \(argument)") }
-            guard index != arguments.endIndex else { throw SignInError(.usage, "\(argument) needs a value") }
+            guard flags.contains(argument) else { throw CommandError(.usage, "unknown option \(argument)") }
+            guard index != arguments.endIndex else { throw CommandError(.usage, "\(argument) needs a value") }
             values[argument, default: []].append(arguments[index])
             index = arguments.index(after: index)
         }
     }
 
-    func single(_ flag: String) throws(SignInError) -> String? {
+    func single(_ flag: String) throws(CommandError) -> String? {
         guard let given = values[flag] else { return nil }
-        guard given.count == 1 else { throw SignInError(.usage, "\(flag) given more than once") }
+        guard given.count == 1 else { throw CommandError(.usage, "\(flag) given more than once") }
         return given[0]
     }
 
-    func integer(_ flag: String) throws(SignInError) -> Int64? {
+    func integer(_ flag: String) throws(CommandError) -> Int64? {
         guard let text = try single(flag) else { return nil }
-        guard let number = Int64(text) else { throw SignInError(.usage, "\(flag) needs an integer") }
+        guard let number = Int64(text) else { throw CommandError(.usage, "\(flag) needs an integer") }
         return number
     }
 }

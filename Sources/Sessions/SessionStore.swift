@@ -1,5 +1,6 @@
 // The application's view of its database: what the routes ask of sessions and users, in Swift types only.
 import IDToken
+import Logging
 import Store
 
 /// A point in time as the store returns it: whole Unix seconds, written as RFC 3339 in answers.
@@ -33,17 +34,34 @@ public struct SessionPolicy: Sendable, Hashable {
     }
 }
 
+/// A session's id as a path (`DELETE /sessions/<id>`) or an operator's command gives it.
+package enum SessionID {
+    /// 1 to 18 digits, not zero; anything else names no session.
+    package static func parse(_ text: some StringProtocol) -> Int64? {
+        guard (1...18).contains(text.utf8.count), text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
+              let id = Int64(text), id > 0 else { return nil }
+        return id
+    }
+}
+
 /// The session a sign-in opens: the hash of its token and where it comes from.
-struct NewSession: Sendable {
-    var tokenHash: SessionToken.Hash
-    var clientID: String
-    var userAgent: String?
+package struct NewSession: Sendable {
+    package var tokenHash: SessionToken.Hash
+    package var clientID: String
+    package var userAgent: String?
     /// The client address, only when it parses as one (an `inet` column).
-    var ip: String?
+    package var ip: String?
+
+    package init(tokenHash: SessionToken.Hash, clientID: String, userAgent: String? = nil, ip: String? = nil) {
+        self.tokenHash = tokenHash
+        self.clientID = clientID
+        self.userAgent = userAgent
+        self.ip = ip
+    }
 }
 
 /// Why a verified sign-in was refused by what the database knows of the account.
-enum AccountRefusal: String, Sendable, CaseIterable {
+package enum AccountRefusal: String, Sendable, CaseIterable {
     /// An operator disabled the account (`users.disabled_at`).
     case accountDisabled = "account_disabled"
     /// Google's Cross-Account Protection blocked Google sign-in for it (`users.google_sign_in_blocked_at`).
@@ -54,57 +72,94 @@ enum AccountRefusal: String, Sendable, CaseIterable {
 }
 
 /// What a sign-in did.
-enum SignInOutcome: Sendable, Equatable {
+package enum SignInOutcome: Sendable, Equatable {
     case signedIn(SignedIn)
     /// The user row exists (and was updated) but no session was opened; the audit row says why.
     case refused(userID: Int64, AccountRefusal)
 }
 
-struct SignedIn: Sendable, Equatable {
-    var userID: Int64
+package struct SignedIn: Sendable, Equatable {
+    package var userID: Int64
     /// True when this sign-in created the user.
-    var created: Bool
-    var sessionID: Int64
-    var expiresAt: Timestamp
+    package var created: Bool
+    package var sessionID: Int64
+    package var expiresAt: Timestamp
+
+    package init(userID: Int64, created: Bool, sessionID: Int64, expiresAt: Timestamp) {
+        self.userID = userID
+        self.created = created
+        self.sessionID = sessionID
+        self.expiresAt = expiresAt
+    }
 }
 
 /// A live session and its user, as the session check answers it.
-struct LiveSession: Sendable, Equatable {
-    var sessionID: Int64
-    var userID: Int64
-    var sub: String
-    var email: String?
-    var emailVerified: Bool
-    var expiresAt: Timestamp
+package struct LiveSession: Sendable, Equatable {
+    package var sessionID: Int64
+    package var userID: Int64
+    package var sub: String
+    package var email: String?
+    package var emailVerified: Bool
+    package var expiresAt: Timestamp
+
+    package init(sessionID: Int64, userID: Int64, sub: String, email: String? = nil, emailVerified: Bool, expiresAt: Timestamp) {
+        self.sessionID = sessionID
+        self.userID = userID
+        self.sub = sub
+        self.email = email
+        self.emailVerified = emailVerified
+        self.expiresAt = expiresAt
+    }
 }
 
 /// One of the user's live sessions, for the devices list.
-struct SessionSummary: Sendable, Equatable {
-    var id: Int64
-    var createdAt: Timestamp
-    var lastSeenAt: Timestamp
-    var expiresAt: Timestamp
-    var userAgent: String?
-    var ip: String?
-    var clientID: String?
+package struct SessionSummary: Sendable, Equatable {
+    package var id: Int64
+    package var createdAt: Timestamp
+    package var lastSeenAt: Timestamp
+    package var expiresAt: Timestamp
+    package var userAgent: String?
+    package var ip: String?
+    package var clientID: String?
     /// The session making the request.
-    var current: Bool
+    package var current: Bool
+
+    package init(id: Int64, createdAt: Timestamp, lastSeenAt: Timestamp, expiresAt: Timestamp, userAgent: String? = nil, ip: String? = nil, clientID: String? = nil, current: Bool) {
+        self.id = id
+        self.createdAt = createdAt
+        self.lastSeenAt = lastSeenAt
+        self.expiresAt = expiresAt
+        self.userAgent = userAgent
+        self.ip = ip
+        self.clientID = clientID
+        self.current = current
+    }
 }
 
 /// A page of the devices list, newest first; `next` is the cursor for the following page, if any.
-struct SessionPage: Sendable, Equatable {
-    var sessions: [SessionSummary]
-    var next: Int64?
+package struct SessionPage: Sendable, Equatable {
+    package var sessions: [SessionSummary]
+    package var next: Int64?
+
+    package init(sessions: [SessionSummary], next: Int64? = nil) {
+        self.sessions = sessions
+        self.next = next
+    }
 }
 
 /// What sign-out did: the presenting session and how many sessions it ended (itself included).
-struct SignedOut: Sendable, Equatable {
-    var sessionID: Int64
-    var revoked: Int
+package struct SignedOut: Sendable, Equatable {
+    package var sessionID: Int64
+    package var revoked: Int
+
+    package init(sessionID: Int64, revoked: Int) {
+        self.sessionID = sessionID
+        self.revoked = revoked
+    }
 }
 
 /// What revoking one of the user's own sessions did.
-enum RevokeOutcome: Sendable, Equatable {
+package enum RevokeOutcome: Sendable, Equatable {
     case revoked(by: Int64)
     /// Not one of the presenting user's live sessions (unknown, another user's, expired, idle or revoked).
     case notFound
@@ -116,7 +171,7 @@ enum RevokeOutcome: Sendable, Equatable {
 /// database is unavailable right now; the others are faults of the deployment or the code.
 ///
 /// Not shared between threads: each worker owns one (and, for PostgreSQL, its connection).
-protocol SessionStore: AnyObject {
+package protocol SessionStore: AnyObject {
     /// Upserts the user on `google_sub`, opens the session unless the account is refused, writes the audit row.
     func signIn(_ token: VerifiedToken, _ session: NewSession) throws -> SignInOutcome
     /// Several verified sign-ins at once (one round trip for the database), each with its own outcome; throws

@@ -26,7 +26,7 @@ public struct Log: Sendable {
     }
 
     /// Writes lines made by `Log.line(_:_:_:)` together, in order.
-    func write(lines: [String]) {
+    package func write(lines: [String]) {
         if !lines.isEmpty { sinkLines(lines) }
     }
 
@@ -35,7 +35,7 @@ public struct Log: Sendable {
     }
 
     /// The line `info` or `error` would write (`level` "info" or "error"), for `write(lines:)`.
-    static func line(_ level: String, _ event: String, _ fields: [(String, String?)]) -> String {
+    package static func line(_ level: String, _ event: String, _ fields: [(String, String?)]) -> String {
         var line = LineBuilder(level: level, event: event)
         for (key, value) in fields { line.field(key, value) }
         return line.text()
@@ -43,10 +43,10 @@ public struct Log: Sendable {
 
     /// A line assembled as bytes and made a String once (appending to a String costs more per piece): `level=`
     /// and `event=`, then each field that has a value, in order.
-    struct LineBuilder {
+    package struct LineBuilder {
         private var bytes: [UInt8] = []
 
-        init(level: String, event: String) {
+        package init(level: String, event: String) {
             bytes.reserveCapacity(256)
             bytes.append(contentsOf: "level=".utf8)
             bytes.append(contentsOf: level.utf8)
@@ -54,7 +54,7 @@ public struct Log: Sendable {
             bytes.append(contentsOf: event.utf8)
         }
 
-        mutating func field(_ key: String, _ value: String?) {
+        package mutating func field(_ key: String, _ value: String?) {
             guard let value else { return }
             bytes.append(UInt8(ascii: " "))
             bytes.append(contentsOf: key.utf8)
@@ -62,12 +62,12 @@ public struct Log: Sendable {
             Log.appendQuoted(value, to: &bytes)
         }
 
-        consuming func text() -> String { String(decoding: bytes, as: UTF8.self) }
+        package consuming func text() -> String { String(decoding: bytes, as: UTF8.self) }
     }
 
     /// `value` as it is when it is plain printable ASCII without `"`, `=` or `\\`; otherwise in quotes, with
     /// quotes, backslashes and control characters escaped.
-    static func appendQuoted(_ value: String, to out: inout [UInt8]) {
+    package static func appendQuoted(_ value: String, to out: inout [UInt8]) {
         var value = value
         let plain = value.withUTF8 { bytes in
             !bytes.isEmpty && bytes.allSatisfy { $0 > 0x20 && $0 < 0x7f && $0 != 0x22 && $0 != 0x3d && $0 != 0x5c }

@@ -3,10 +3,11 @@
 // behaviour of the real one.
 import Foundation
 @testable import IDToken
+import Logging
+@testable import Sessions
 import Store
-import Testing
 import TestSupport
-@testable import SignIn
+import Testing
 
 /// A store under test, with the hooks a test needs to age, disable or inspect rows behind the store's back.
 final class StoreUnderTest: @unchecked Sendable {
@@ -120,14 +121,6 @@ private final class Resources {
         self.database = database
         self.bouncer = bouncer
     }
-}
-
-/// A verified token as the verifier would hand it over.
-func verifiedToken(sub: String, email: String? = "ada@example.com", emailVerified: Bool = true, name: String? = "Ada",
-                   audience: String = "1234567890-web.apps.googleusercontent.com", issuedAt: Int64 = 1_800_000_000) -> VerifiedToken {
-    VerifiedToken(subject: sub, audience: audience, issuer: "https://accounts.google.com", issuedAt: issuedAt,
-                  expiresAt: 1_800_003_600, keyID: "kid", email: email, emailVerified: emailVerified, name: name,
-                  givenName: nil, familyName: nil, picture: nil, locale: nil, hostedDomain: nil, claimsJSON: "{}")
 }
 
 @Suite struct StoreContractTests {

@@ -1,9 +1,10 @@
 // The commands in process (CommandIO captured): migrate's modes and refusals, exit codes mapped like HTTP.
+@testable import Commands
 import Foundation
+import Logging
 import Store
-import Testing
 import TestSupport
-@testable import SignIn
+import Testing
 
 /// What a command printed and returned.
 struct CommandRun {

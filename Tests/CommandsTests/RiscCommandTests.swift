@@ -4,9 +4,8 @@ import Foundation
 @testable import GoogleKeys
 @testable import IDToken
 import Signing
-import Testing
 import TestSupport
-@testable import SignIn
+import Testing
 
 @Suite struct RiscCommandTests {
     let key: DevelopmentKey

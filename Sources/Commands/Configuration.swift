@@ -1,15 +1,18 @@
 // The service's configuration: TOKENSIGNIN_* environment variables, each overridable by a flag (docs/configuration.md).
 
-import GoogleKeys
 import FastCGI
+import GoogleKeys
 import IDToken
+import Logging
+import Sessions
+import SignIn
 import Store
 
 /// Everything `tokensignin serve` needs to know, validated once at start-up.
 ///
 /// Built from the environment plus command-line flags; a flag overrides its variable. An empty value
 /// (`TOKENSIGNIN_LISTEN=` in a systemd `EnvironmentFile`, or `--listen=`) counts as unset, so a flag can
-/// also reset a variable to its default. Every missing or malformed setting throws a `SignInError`
+/// also reset a variable to its default. Every missing or malformed setting throws a `CommandError`
 /// (`.invalidConfiguration`) whose message names the variable.
 public struct Configuration: Sendable, Equatable {
     /// OAuth client IDs accepted as the token's audience (web, iOS, Android). Never empty when required.
@@ -84,6 +87,11 @@ public struct Configuration: Sendable, Equatable {
     /// The Origin check over `siteOrigins`.
     public var originCheck: OriginCheck { OriginCheck(siteOrigins: siteOrigins, webFormOrigins: webFormOrigins) }
 
+    /// What the HTTP application reads of these settings.
+    package var site: Site {
+        Site(policy: policy, cookieName: cookieName, sessionTTL: sessionTTL, signInRedirect: signInRedirect, originCheck: originCheck)
+    }
+
     /// Reads and validates every setting.
     /// - Parameters:
     ///   - environment: the process environment (only `TOKENSIGNIN_*` keys are read).
@@ -91,7 +99,7 @@ public struct Configuration: Sendable, Equatable {
     ///   - processorCount: the machine's cores, for the default worker count.
     ///   - requireClientIDs: false for the commands that never verify a token (migrate, sessions, prune).
     public init(environment: [String: String], arguments: [String] = [], processorCount: Int,
-                requireClientIDs: Bool = true) throws(SignInError) {
+                requireClientIDs: Bool = true) throws(CommandError) {
         var values: [Setting: String] = [:]
         for setting in Setting.allCases {
             if let value = environment[setting.variable] { values[setting] = value }
@@ -402,7 +410,7 @@ public struct Configuration: Sendable, Equatable {
     }
 
     /// Parses `--name value` and `--name=value`; an unknown, repeated or valueless flag is an error.
-    static func parseFlags(_ arguments: [String]) throws(SignInError) -> [(Setting, String)] {
+    static func parseFlags(_ arguments: [String]) throws(CommandError) -> [(Setting, String)] {
         var result: [(Setting, String)] = []
         var seen: Set<Setting> = []
         var index = arguments.startIndex
@@ -467,7 +475,7 @@ public struct Configuration: Sendable, Equatable {
     }
 
     /// One of an enumeration's raw values, spelt exactly (`allowed` names them for the error); nil when unset.
-    static func choice<Value: RawRepresentable>(_ text: String?, _ setting: Setting, _ allowed: String) throws(SignInError) -> Value?
+    static func choice<Value: RawRepresentable>(_ text: String?, _ setting: Setting, _ allowed: String) throws(CommandError) -> Value?
         where Value.RawValue == String {
         guard let text else { return nil }
         guard let value = Value(rawValue: text) else { throw invalid("\(setting.variable) must be \(allowed), got '\(text)'") }
@@ -475,7 +483,7 @@ public struct Configuration: Sendable, Equatable {
     }
 
     /// `true`/`false` (also `yes`/`no`, `1`/`0`), nil when unset.
-    static func boolean(_ text: String?, _ setting: Setting) throws(SignInError) -> Bool? {
+    static func boolean(_ text: String?, _ setting: Setting) throws(CommandError) -> Bool? {
         guard let text else { return nil }
         switch text.lowercased() {
         case "true", "yes", "1": return true
@@ -503,11 +511,11 @@ public struct Configuration: Sendable, Equatable {
         return edits <= 2 ? best : nil
     }
 
-    static func invalid(_ message: String) -> SignInError { SignInError(.invalidConfiguration, message) }
+    static func invalid(_ message: String) -> CommandError { CommandError(.invalidConfiguration, message) }
 
     /// Only ASCII digits (no sign, no spaces), at most 18 of them so the value fits in Int64.
     /// A count within `range` (decimal digits only), nil when unset; `kind` names it in the message.
-    static func count(_ text: String?, _ setting: Setting, in range: ClosedRange<Int64>, _ kind: String) throws(SignInError) -> Int? {
+    static func count(_ text: String?, _ setting: Setting, in range: ClosedRange<Int64>, _ kind: String) throws(CommandError) -> Int? {
         guard let text else { return nil }
         guard let number = decimal(text), range.contains(number) else {
             throw invalid("\(setting.variable) must be \(kind) (\(range.lowerBound)...\(range.upperBound)), got '\(text)'")
@@ -521,7 +529,7 @@ public struct Configuration: Sendable, Equatable {
     }
 
     /// A comma-separated list of origins, each `https` or `http` on a loopback host.
-    static func origins(_ text: String, _ setting: Setting) throws(SignInError) -> [Origin] {
+    static func origins(_ text: String, _ setting: Setting) throws(CommandError) -> [Origin] {
         var origins: [Origin] = []
         for item in try list(text, setting) {
             guard let origin = Origin(parsing: item) else {
@@ -536,7 +544,7 @@ public struct Configuration: Sendable, Equatable {
     }
 
     /// A comma-separated list, items trimmed; an empty item is an error naming the setting.
-    static func list(_ text: String, _ setting: Setting) throws(SignInError) -> [String] {
+    static func list(_ text: String, _ setting: Setting) throws(CommandError) -> [String] {
         let items = text.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingASCIIWhitespace() }
         guard !items.contains(where: \.isEmpty) else {
             throw invalid("\(setting.variable) has an empty entry in '\(text)'")
@@ -544,7 +552,7 @@ public struct Configuration: Sendable, Equatable {
         return items
     }
 
-    static func duration(_ text: String?, _ setting: Setting) throws(SignInError) -> Int64? {
+    static func duration(_ text: String?, _ setting: Setting) throws(CommandError) -> Int64? {
         guard let text else { return nil }
         guard let seconds = parseDuration(text) else {
             throw invalid("\(setting.variable) must be a positive duration like 90, 90s, 15m, 12h or 30d (at most 3650d), got '\(text)'")
@@ -582,5 +590,15 @@ extension String {
     /// The string followed by spaces up to `width` columns (at least one space).
     fileprivate func paddedRight(to width: Int) -> String {
         count >= width ? self + " " : self + String(repeating: " ", count: width - count)
+    }
+}
+
+extension PostgresStore {
+    /// The store the service's settings describe; by default it records them in `signin.service_settings`, as the
+    /// responder's do (an operator command's must not).
+    convenience init(_ configuration: Configuration, log: Log, metrics: Metrics? = nil, recordsSettings: Bool = true) {
+        self.init(conninfo: configuration.conninfo, pooler: configuration.databasePooler, policy: configuration.sessionPolicy,
+                  log: log, redact: { [configuration] in configuration.redacted($0) },
+                  onReconnect: metrics.map { metrics in { @Sendable in metrics.reconnect() } }, recordsSettings: recordsSettings)
     }
 }

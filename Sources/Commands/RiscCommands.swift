@@ -1,6 +1,7 @@
 // `tokensignin risc configure|verify|status`: register the Cross-Account Protection receiver with Google.
 import GoogleKeys
 import IDToken
+import SignIn
 import Signing
 
 /// The RISC stream commands (docs/risc.md). Exit 0 on a 2xx answer, 1 with Google's message on another, 2 for
@@ -25,35 +26,35 @@ struct RiscCommands {
     static let pushDelivery = "https://schemas.openid.net/secevent/risc/delivery-method/push"
 
     func run(_ arguments: [String]) -> Int32 {
-        do throws(SignInError) {
+        do throws(CommandError) {
             guard let verb = arguments.first, ["configure", "verify", "status"].contains(verb) else {
-                throw SignInError(.usage, "risc needs configure, verify or status")
+                throw CommandError(.usage, "risc needs configure, verify or status")
             }
             let options = try CommandArguments(arguments.dropFirst(), flags: ["--service-account", "--receiver-url", "--state", "--api"])
-            guard options.positionals.isEmpty else { throw SignInError(.usage, "unexpected argument \(options.positionals[0])") }
-            guard let keyFile = try options.single("--service-account") else { throw SignInError(.usage, "--service-account FILE is required") }
+            guard options.positionals.isEmpty else { throw CommandError(.usage, "unexpected argument \(options.positionals[0])") }
+            guard let keyFile = try options.single("--service-account") else { throw CommandError(.usage, "--service-account FILE is required") }
             var problem: String?
             guard let client = RiscClient(api: try options.single("--api") ?? RiscClient.defaultAPI, problem: &problem) else {
-                throw SignInError(.usage, "--api: \(problem ?? "not a URL")")
+                throw CommandError(.usage, "--api: \(problem ?? "not a URL")")
             }
             let request: Request
             switch verb {
             case "configure":
-                guard let url = try options.single("--receiver-url") else { throw SignInError(.usage, "--receiver-url URL is required") }
+                guard let url = try options.single("--receiver-url") else { throw CommandError(.usage, "--receiver-url URL is required") }
                 guard Self.isReceiverURL(url) else {
-                    throw SignInError(.usage, "--receiver-url must be an https:// URL of your receiver, e.g. https://signin.example.com/risc")
+                    throw CommandError(.usage, "--receiver-url must be an https:// URL of your receiver, e.g. https://signin.example.com/risc")
                 }
-                guard try options.single("--state") == nil else { throw SignInError(.usage, "--state belongs to risc verify") }
+                guard try options.single("--state") == nil else { throw CommandError(.usage, "--state belongs to risc verify") }
                 request = .configure(url)
             case "verify":
                 guard let state = try options.single("--state"), !state.isEmpty, state.utf8.count <= 1024 else {
-                    throw SignInError(.usage, "--state STRING (1 to 1024 bytes) is required")
+                    throw CommandError(.usage, "--state STRING (1 to 1024 bytes) is required")
                 }
-                guard try options.single("--receiver-url") == nil else { throw SignInError(.usage, "--receiver-url belongs to risc configure") }
+                guard try options.single("--receiver-url") == nil else { throw CommandError(.usage, "--receiver-url belongs to risc configure") }
                 request = .verify(state)
             default:
                 guard try options.single("--receiver-url") == nil, try options.single("--state") == nil else {
-                    throw SignInError(.usage, "risc status takes only --service-account and --api")
+                    throw CommandError(.usage, "risc status takes only --service-account and --api")
                 }
                 request = .status
             }
@@ -72,9 +73,9 @@ struct RiscCommands {
     }
 
     /// Reads the key file; one readable by group or others still works, with a warning.
-    private func serviceAccount(_ path: String) throws(SignInError) -> ServiceAccount {
+    private func serviceAccount(_ path: String) throws(CommandError) -> ServiceAccount {
         guard let bytes = io.readFile(path, ServiceAccount.maxFileBytes + 1) else {
-            throw SignInError(.usage, "cannot read the service account key file \(path)")
+            throw CommandError(.usage, "cannot read the service account key file \(path)")
         }
         if let mode = io.fileMode(path), mode & 0o077 != 0 {
             io.err("tokensignin risc: warning: \(path) is readable by other users (mode \(String(mode & 0o777, radix: 8))); chmod 600 it")
@@ -82,7 +83,7 @@ struct RiscCommands {
         do {
             return try ServiceAccount(json: bytes)
         } catch {
-            throw SignInError(.usage, "\(path) is not a service account key file: \(error.detail)")
+            throw CommandError(.usage, "\(path) is not a service account key file: \(error.detail)")
         }
     }
 

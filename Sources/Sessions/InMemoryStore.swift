@@ -1,62 +1,104 @@
 // A SessionStore in memory with a settable clock, for route tests; StoreContractTests hold it to PostgreSQL's behaviour.
 import IDToken
+import Logging
 import Store
-@testable import SignIn
 
-final class InMemoryStore: SessionStore, SecurityEventStore {
-    struct User {
-        var id: Int64
-        var sub: String
-        var email: String?
-        var emailVerified: Bool
-        var name: String?
-        var disabled = false
+
+package final class InMemoryStore: SessionStore, SecurityEventStore {
+    package struct User {
+        package var id: Int64
+        package var sub: String
+        package var email: String?
+        package var emailVerified: Bool
+        package var name: String?
+        package var disabled: Bool = false
         /// `google_sign_in_blocked_at`, `id_tokens_invalid_before`, `google_account_enabled_at` (Unix seconds).
-        var blockedAt: Int64?
-        var tokensInvalidBefore: Int64?
-        var enabledAt: Int64?
-        var flaggedReason: String?
-        var blocked: Bool { blockedAt != nil }
+        package var blockedAt: Int64?
+        package var tokensInvalidBefore: Int64?
+        package var enabledAt: Int64?
+        package var flaggedReason: String?
+
+        package init(id: Int64, sub: String, email: String? = nil, emailVerified: Bool, name: String? = nil, blockedAt: Int64? = nil, tokensInvalidBefore: Int64? = nil, enabledAt: Int64? = nil, flaggedReason: String? = nil) {
+            self.id = id
+            self.sub = sub
+            self.email = email
+            self.emailVerified = emailVerified
+            self.name = name
+            self.blockedAt = blockedAt
+            self.tokensInvalidBefore = tokensInvalidBefore
+            self.enabledAt = enabledAt
+            self.flaggedReason = flaggedReason
+        }
+        package var blocked: Bool { blockedAt != nil }
     }
 
-    struct EventRow: Equatable {
-        var jti: String
-        var type: String
-        var userID: Int64?
-        var outcome: String
-        var state: String?
-        var sessionsRevoked: Int
+    package struct EventRow: Equatable {
+        package var jti: String
+        package var type: String
+        package var userID: Int64?
+        package var outcome: String
+        package var state: String?
+        package var sessionsRevoked: Int
+
+        package init(jti: String, type: String, userID: Int64? = nil, outcome: String, state: String? = nil, sessionsRevoked: Int) {
+            self.jti = jti
+            self.type = type
+            self.userID = userID
+            self.outcome = outcome
+            self.state = state
+            self.sessionsRevoked = sessionsRevoked
+        }
     }
 
-    struct Session {
-        var id: Int64
-        var userID: Int64
-        var hash: SessionToken.Hash
-        var createdAt: Int64
-        var lastSeenAt: Int64
-        var expiresAt: Int64
-        var revokedReason: String?
-        var clientID: String?
-        var userAgent: String?
-        var ip: String?
+    package struct Session {
+        package var id: Int64
+        package var userID: Int64
+        package var hash: SessionToken.Hash
+        package var createdAt: Int64
+        package var lastSeenAt: Int64
+        package var expiresAt: Int64
+        package var revokedReason: String?
+        package var clientID: String?
+        package var userAgent: String?
+        package var ip: String?
+
+        package init(id: Int64, userID: Int64, hash: SessionToken.Hash, createdAt: Int64, lastSeenAt: Int64, expiresAt: Int64, revokedReason: String? = nil, clientID: String? = nil, userAgent: String? = nil, ip: String? = nil) {
+            self.id = id
+            self.userID = userID
+            self.hash = hash
+            self.createdAt = createdAt
+            self.lastSeenAt = lastSeenAt
+            self.expiresAt = expiresAt
+            self.revokedReason = revokedReason
+            self.clientID = clientID
+            self.userAgent = userAgent
+            self.ip = ip
+        }
     }
 
-    struct AuditRow: Equatable {
-        var outcome: String
-        var reason: String?
-        var sub: String?
-        var sessionID: Int64?
+    package struct AuditRow: Equatable {
+        package var outcome: String
+        package var reason: String?
+        package var sub: String?
+        package var sessionID: Int64?
+
+        package init(outcome: String, reason: String? = nil, sub: String? = nil, sessionID: Int64? = nil) {
+            self.outcome = outcome
+            self.reason = reason
+            self.sub = sub
+            self.sessionID = sessionID
+        }
     }
 
-    let policy: SessionPolicy
+    package let policy: SessionPolicy
     /// The store's clock (Unix seconds); tests move it to expire sessions.
-    var now: Int64 = 1_800_000_000
-    var users: [User] = []
-    var sessions: [Session] = []
-    var audit: [AuditRow] = []
-    var events: [EventRow] = []
+    package var now: Int64 = 1_800_000_000
+    package var users: [User] = []
+    package var sessions: [Session] = []
+    package var audit: [AuditRow] = []
+    package var events: [EventRow] = []
     /// Thrown (once) by the next call, to stand in for an outage or a fault.
-    var nextError: StoreError?
+    package var nextError: StoreError?
     private var nextUserID: Int64 = 1
     private var nextSessionID: Int64 = 1
     /// The size of every `liveSessions` batch, in order (route tests check that checks were batched).
@@ -64,9 +106,9 @@ final class InMemoryStore: SessionStore, SecurityEventStore {
     /// The size of every `signIns` batch, in order.
     private(set) var signInBatches: [Int] = []
     /// Subs whose sign-ins fail with a lock not granted (one item of a batch failing on its own).
-    var lockedSubs: Set<String> = []
+    package var lockedSubs: Set<String> = []
 
-    init(policy: SessionPolicy = SessionPolicy(lifetime: 30 * 86_400, idleTimeout: 7 * 86_400, maxSessionsPerUser: 100)) {
+    package init(policy: SessionPolicy = SessionPolicy(lifetime: 30 * 86_400, idleTimeout: 7 * 86_400, maxSessionsPerUser: 100)) {
         self.policy = policy
     }
 
@@ -88,7 +130,7 @@ final class InMemoryStore: SessionStore, SecurityEventStore {
         return index
     }
 
-    func signIn(_ token: VerifiedToken, _ session: NewSession) throws -> SignInOutcome {
+    package func signIn(_ token: VerifiedToken, _ session: NewSession) throws -> SignInOutcome {
         try failIfAsked()
         let created: Bool
         let index: Int
@@ -127,7 +169,7 @@ final class InMemoryStore: SessionStore, SecurityEventStore {
     }
 
     /// One failure asked for (`failNext`) fails the whole batch, as a lost connection does on PostgreSQL.
-    func signIns(_ batch: [(token: VerifiedToken, session: NewSession)]) throws -> [Result<SignInOutcome, any Error>] {
+    package func signIns(_ batch: [(token: VerifiedToken, session: NewSession)]) throws -> [Result<SignInOutcome, any Error>] {
         try failIfAsked()
         signInBatches.append(batch.count)
         return batch.map { item in
@@ -138,12 +180,12 @@ final class InMemoryStore: SessionStore, SecurityEventStore {
         }
     }
 
-    func recordRefusedSignIn(reason: String, clientID: String?, ip: String?, userAgent: String?) throws {
+    package func recordRefusedSignIn(reason: String, clientID: String?, ip: String?, userAgent: String?) throws {
         try failIfAsked()
         audit.append(AuditRow(outcome: "failure", reason: reason, sub: nil, sessionID: nil))
     }
 
-    func liveSession(_ hash: SessionToken.Hash) throws -> LiveSession? {
+    package func liveSession(_ hash: SessionToken.Hash) throws -> LiveSession? {
         try failIfAsked()
         guard let index = authenticated(hash) else { return nil }
         if sessions[index].lastSeenAt < now - 60 { sessions[index].lastSeenAt = now }
@@ -154,13 +196,13 @@ final class InMemoryStore: SessionStore, SecurityEventStore {
     }
 
     /// One failure asked for (`failNext`) fails the whole batch, as a lost connection does on PostgreSQL.
-    func liveSessions(_ hashes: [SessionToken.Hash]) throws -> [Result<LiveSession?, any Error>] {
+    package func liveSessions(_ hashes: [SessionToken.Hash]) throws -> [Result<LiveSession?, any Error>] {
         try failIfAsked()
         liveSessionBatches.append(hashes.count)
         return hashes.map { hash in Result { try liveSession(hash) } }
     }
 
-    func signOut(_ hash: SessionToken.Hash, everywhere: Bool) throws -> SignedOut? {
+    package func signOut(_ hash: SessionToken.Hash, everywhere: Bool) throws -> SignedOut? {
         try failIfAsked()
         guard let index = authenticated(hash) else { return nil }
         let me = sessions[index]
@@ -173,7 +215,7 @@ final class InMemoryStore: SessionStore, SecurityEventStore {
         return SignedOut(sessionID: me.id, revoked: revoked)
     }
 
-    func listSessions(_ hash: SessionToken.Hash, limit: Int, after: Int64?) throws -> SessionPage? {
+    package func listSessions(_ hash: SessionToken.Hash, limit: Int, after: Int64?) throws -> SessionPage? {
         try failIfAsked()
         guard let index = authenticated(hash) else { return nil }
         let me = sessions[index]
@@ -190,7 +232,7 @@ final class InMemoryStore: SessionStore, SecurityEventStore {
         return SessionPage(sessions: page, next: next)
     }
 
-    func revokeSession(_ id: Int64, presentedBy hash: SessionToken.Hash) throws -> RevokeOutcome? {
+    package func revokeSession(_ id: Int64, presentedBy hash: SessionToken.Hash) throws -> RevokeOutcome? {
         try failIfAsked()
         guard let index = authenticated(hash) else { return nil }
         let me = sessions[index]
@@ -201,11 +243,11 @@ final class InMemoryStore: SessionStore, SecurityEventStore {
         return .revoked(by: me.id)
     }
 
-    func ping() throws {
+    package func ping() throws {
         try failIfAsked()
     }
 
-    func applySecurityEvents(_ events: [SecurityEventRecord]) throws -> [AppliedSecurityEvent] {
+    package func applySecurityEvents(_ events: [SecurityEventRecord]) throws -> [AppliedSecurityEvent] {
         try failIfAsked()
         return events.map { event in
             guard !self.events.contains(where: { $0.jti == event.jti && $0.type == event.type }) else {

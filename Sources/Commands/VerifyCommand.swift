@@ -1,19 +1,20 @@
 // `tokensignin verify`: checks one ID token offline; exit 0 claims on stdout, 1 invalid, 2 usage, 3 no keys.
 import GoogleKeys
 import IDToken
+import SignIn
 
 extension Commands {
     static func verify(_ arguments: [String], _ io: CommandIO) -> Int32 {
         let configuration: Configuration
         let now: Int64
         let tokenArgument: String
-        do throws(SignInError) {
+        do throws(CommandError) {
             let options = try CommandArguments(arguments, flags: ["--client-id", "--jwks", "--jwks-url", "--now",
                                                                   "--clock-skew", "--hosted-domain"])
-            guard options.positionals.count == 1 else { throw SignInError(.usage, "exactly one TOKEN (or -) is required") }
+            guard options.positionals.count == 1 else { throw CommandError(.usage, "exactly one TOKEN (or -) is required") }
             tokenArgument = options.positionals[0]
             if try options.single("--jwks") != nil, try options.single("--jwks-url") != nil {
-                throw SignInError(.usage, "--jwks and --jwks-url are exclusive")
+                throw CommandError(.usage, "--jwks and --jwks-url are exclusive")
             }
             // The flags are the settings `serve` reads, so they are validated by the same parser.
             var environment = io.environment
@@ -32,7 +33,7 @@ extension Commands {
             do {
                 configuration = try Configuration(environment: environment, processorCount: io.processorCount)
             } catch {
-                throw SignInError(.usage, error.detail)
+                throw CommandError(.usage, error.detail)
             }
             now = try options.integer("--now") ?? io.now()
         } catch {

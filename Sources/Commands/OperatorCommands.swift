@@ -1,4 +1,7 @@
 // The operator's commands: `tokensignin sessions list|revoke` and `tokensignin prune`.
+import Logging
+import Sessions
+import SignIn
 
 /// Runs one operator command against the database and reports what it did. Exit codes as every command's:
 /// 0 done, 1 failed (e.g. no such user, a database fault), 2 usage or configuration error, 3 database
@@ -37,7 +40,7 @@ struct OperatorCommands {
                 return ExitCode.ok
             }
         case ("revoke", "--session"):
-            guard let id = Route.sessionID(Substring(value)) else { return usage(Self.sessionsUsage) }
+            guard let id = SessionID.parse(value) else { return usage(Self.sessionsUsage) }
             return withStore("sessions") { store throws in
                 guard try store.sessionExists(id: id) else { return missing("no session with id \(id)") }
                 io.out(try store.revokeSession(id: id) ? "revoked session \(id)" : "session \(id) was already revoked")
@@ -155,76 +158,5 @@ struct OperatorCommands {
         } catch {
             return Commands.exit(for: error, io, command)
         }
-    }
-}
-
-extension RFC3339 {
-    /// The Unix seconds (fraction dropped) of an RFC 3339 date-time (`2026-11-29T12:00:00Z`,
-    /// `2026-11-29T13:00:00.5+01:00`; `T` and `Z` in either case), or nil for anything else: a missing offset, a
-    /// leap second, a day the month does not have, year 0000 or an offset of 16 hours or more (PostgreSQL takes
-    /// neither), more than 9 fractional digits.
-    /// Linear, at most 40 characters.
-    static func unixSeconds(parsing text: String) -> Int64? {
-        let bytes = Array(text.utf8)
-        guard bytes.count >= 20, bytes.count <= 40 else { return nil }
-        var index = 0
-        func number(_ width: Int) -> Int64? {
-            guard index + width <= bytes.count else { return nil }
-            var value: Int64 = 0
-            for byte in bytes[index..<(index + width)] {
-                guard byte >= 0x30, byte <= 0x39 else { return nil }
-                value = value * 10 + Int64(byte - 0x30)
-            }
-            index += width
-            return value
-        }
-        func expect(_ allowed: String) -> Bool {
-            guard index < bytes.count, allowed.utf8.contains(bytes[index]) else { return false }
-            index += 1
-            return true
-        }
-        guard let year = number(4), expect("-"), let month = number(2), expect("-"), let day = number(2), expect("Tt"),
-              let hour = number(2), expect(":"), let minute = number(2), expect(":"), let second = number(2),
-              year >= 1, (1...12).contains(month), day >= 1, day <= daysIn(month: month, year: year),
-              hour <= 23, minute <= 59, second <= 59 else { return nil }
-        if index < bytes.count, bytes[index] == UInt8(ascii: ".") {
-            index += 1
-            let digits = bytes[index...].prefix { $0 >= 0x30 && $0 <= 0x39 }.count
-            guard (1...9).contains(digits) else { return nil }
-            index += digits
-        }
-        var offset: Int64 = 0
-        if expect("Zz") {
-            offset = 0
-        } else {
-            guard index < bytes.count, bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") else { return nil }
-            let sign: Int64 = bytes[index] == UInt8(ascii: "-") ? -1 : 1
-            index += 1
-            // PostgreSQL takes offsets below 16 hours; real ones span -12:00...+14:00.
-            guard let offsetHour = number(2), expect(":"), let offsetMinute = number(2), offsetHour <= 15, offsetMinute <= 59 else {
-                return nil
-            }
-            offset = sign * (offsetHour * 3_600 + offsetMinute * 60)
-        }
-        guard index == bytes.count else { return nil }
-        return days(year: year, month: month, day: day) * 86_400 + hour * 3_600 + minute * 60 + second - offset
-    }
-
-    static func daysIn(month: Int64, year: Int64) -> Int64 {
-        switch month {
-        case 2: (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 ? 29 : 28
-        case 4, 6, 9, 11: 30
-        default: 31
-        }
-    }
-
-    /// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's `days_from_civil`, the inverse of `civil`).
-    static func days(year: Int64, month: Int64, day: Int64) -> Int64 {
-        let y = month <= 2 ? year - 1 : year
-        let era = (y >= 0 ? y : y - 399) / 400
-        let yearOfEra = y - era * 400
-        let dayOfYear = (153 * (month > 2 ? month - 3 : month + 9) + 2) / 5 + day - 1
-        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
-        return era * 146_097 + dayOfEra - 719_468
     }
 }

@@ -2,10 +2,11 @@
 // and prune and `sessions list` judge idleness by them whatever their own environment says.
 import Foundation
 @testable import IDToken
+import Logging
+@testable import Sessions
 import Store
-import Testing
 import TestSupport
-@testable import SignIn
+import Testing
 
 @Suite struct ServiceSettingsTests {
     /// The service of these tests: sessions live 60 days and die after 30 days unused.
@@ -18,7 +19,7 @@ import TestSupport
     /// Signs `sub` in and makes the session unused for `idleDays`.
     static func session(_ store: PostgresStore, _ db: TestDatabase, sub: String, idleDays: Int) throws -> SessionToken.Hash {
         let token = SessionToken.generate()
-        guard case .signedIn(let signedIn) = try store.signIn(verifiedToken(sub: sub), PostgresStoreTests.session(token.hash)) else {
+        guard case .signedIn(let signedIn) = try store.signIn(verifiedToken(sub: sub), TestStores.session(token.hash)) else {
             throw StoreError(.unexpectedResult, "refused")
         }
         try db.connect().query("UPDATE signin.sessions SET last_seen_at = now() - $2::interval WHERE id = $1",
@@ -97,7 +98,7 @@ import TestSupport
 
     @Test func withNothingRecordedPruneDeletesNoSessionForIdlenessOnlyExpiredOnes() throws {
         let db = try TestDatabase.migrated("settings_none")
-        let store = PostgresStore(conninfo: db.conninfo, policy: PostgresStoreTests.policy, log: Log { _ in })
+        let store = PostgresStore(conninfo: db.conninfo, policy: TestStores.policy, log: Log { _ in })
         _ = try Self.session(store, db, sub: "sub-idle", idleDays: 20)
         let expired = try Self.session(store, db, sub: "sub-expired", idleDays: 0)
         try db.connect().query("""
@@ -119,7 +120,7 @@ import TestSupport
         for index in 0..<25 { _ = try Self.session(service, db, sub: "sub-\(index)", idleDays: index % 2 == 0 ? 40 : 1) }
         // Gaps in the ids, as deletions leave them: ids 11...14 go.
         try db.connect().query("DELETE FROM signin.sessions WHERE id IN (SELECT id FROM signin.sessions ORDER BY id LIMIT 4 OFFSET 10)")
-        let pruned = try PostgresStore(conninfo: db.conninfo, policy: PostgresStoreTests.policy, log: Log { _ in })
+        let pruned = try PostgresStore(conninfo: db.conninfo, policy: TestStores.policy, log: Log { _ in })
             .prune(PrunePolicy(batch: 1))
         #expect(pruned.sessions == 11 && pruned.settings?.idleTimeout == 30 * 86_400)
         #expect(try db.connect().query("SELECT count(*) FROM signin.sessions WHERE last_seen_at < now() - interval '30 days'")[0, 0] == "0")

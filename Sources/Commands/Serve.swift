@@ -2,13 +2,16 @@
 import FastCGI
 import GoogleKeys
 import IDToken
+import Logging
+import Sessions
+import SignIn
 import Store
 
 public enum Serve {
     /// Runs the responder until SIGTERM/SIGINT (graceful: in-flight requests finish). Throws at start-up
     /// for a setting that cannot work (naming it), or when the server fails.
     public static func run(_ configuration: Configuration, log: Log, clock: @escaping @Sendable () -> Int64,
-                           metrics: Metrics = Metrics()) throws(SignInError) {
+                           metrics: Metrics = Metrics()) throws(CommandError) {
         let server: Server
         do {
             let listen = try Listen.parse(configuration.listen)
@@ -19,7 +22,7 @@ public enum Serve {
             // Before any other thread exists, so every thread inherits the blocked signals.
             try server.stopOnTerminationSignals()
         } catch {
-            throw SignInError(.invalidConfiguration, "TOKENSIGNIN_LISTEN: cannot listen on \(configuration.listen ?? "fd 0"): \(error.detail)")
+            throw CommandError(.invalidConfiguration, "TOKENSIGNIN_LISTEN: cannot listen on \(configuration.listen ?? "fd 0"): \(error.detail)")
         }
 
         let keys: KeyCache
@@ -28,7 +31,7 @@ public enum Serve {
             do {
                 _ = try keys.currentKeys()
             } catch {
-                throw SignInError(.invalidConfiguration, "TOKENSIGNIN_JWKS_FILE: cannot load a key set from \(file): \(error.code.name) \(error.detail)")
+                throw CommandError(.invalidConfiguration, "TOKENSIGNIN_JWKS_FILE: cannot load a key set from \(file): \(error.code.name) \(error.detail)")
             }
         } else {
             var settings = KeyCache.Settings()
@@ -53,7 +56,7 @@ public enum Serve {
                              "client_ids": configuration.clientIDs.joined(separator: ","),
                              "keys": configuration.jwksFile ?? configuration.jwksURL])
         do {
-            let service = Service(configuration: configuration, tokens: keys, log: log, clock: clock, metrics: metrics,
+            let service = Service(site: configuration.site, tokens: keys, log: log, clock: clock, metrics: metrics,
                                   samples: { [server] in samples(of: server) })
             try server.run(place: placement(of:), overloaded: { _ in overloadedResponse },
                            report: { event in reportFastCGI(event, log: log) },
@@ -61,7 +64,7 @@ public enum Serve {
                                Application(service: service, store: PostgresStore(configuration, log: log, metrics: metrics))
                            })
         } catch {
-            throw SignInError(.serverFailed, "the FastCGI server failed: \(error.code.name) \(error.detail)")
+            throw CommandError(.serverFailed, "the FastCGI server failed: \(error.code.name) \(error.detail)")
         }
         log.info("stopped", [:])
     }
