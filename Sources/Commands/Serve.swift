@@ -58,7 +58,7 @@ public enum Serve {
         do {
             let service = Service(site: configuration.site, tokens: keys, log: log, clock: clock, metrics: metrics,
                                   samples: { [server] in samples(of: server) })
-            try server.run(place: placement(of:), overloaded: { _ in overloadedResponse },
+            try server.run(place: Routes.placement(of:), overloaded: { _ in overloadedResponse },
                            report: { event in reportFastCGI(event, log: log) },
                            makeHandler: { _ in
                                Application(service: service, store: PostgresStore(configuration, log: log, metrics: metrics))
@@ -69,25 +69,9 @@ public enum Serve {
         log.info("stopped", [:])
     }
 
-    /// The default lane (index 0) takes sign-ins and everything else; the checks lane (index 1) the requests
-    /// a protected site or a monitor waits on, so a slow database under sign-ins never delays them. Both answer
-    /// what is ready together (`Application.handle(batch:)`: one round trip for a batch's sign-ins, one for
-    /// its checks; `placement(of:)`); only checks are quick enough for their worker to keep the reading to itself
-    /// meanwhile.
+    /// The lanes the route table places requests on, sized by the settings.
     static func lanes(_ configuration: Configuration) -> [Lane] {
-        [Lane(name: "default", workers: configuration.workers, queueLimit: 16 * configuration.workers, maxWait: .seconds(5),
-              batch: configuration.signInBatch),
-         Lane(name: "checks", workers: configuration.checkWorkers, queueLimit: 64 * configuration.checkWorkers, maxWait: .seconds(2),
-              batch: 16, quick: true)]
-    }
-
-    /// Where a request runs, from its route matched once: the checks lane (1) for the routes that must never
-    /// queue behind sign-ins (`Route.isCheck`), the default lane (0) for the rest. What may be answered in a
-    /// batch: the checks lane's requests, and of the default lane's only sign-ins (a sign-out or a security
-    /// event waiting on a lock must not hold up the answers of a batch).
-    @Sendable static func placement(of request: Request) -> Placement {
-        guard let route = try? Route.match(request) else { return Placement(lane: 0, batches: false) }
-        return Placement(lane: route.isCheck ? 1 : 0, batches: route == .signIn || route.isCheck)
+        Routes.lanes(workers: configuration.workers, checkWorkers: configuration.checkWorkers, signInBatch: configuration.signInBatch)
     }
 
     /// What the FastCGI server answers itself when a lane's queue is full or a request waited too long.

@@ -68,6 +68,12 @@ public final class Metrics: Sendable {
         }
     }
 
+    /// Seconds since `started`, as the histograms take them.
+    static func seconds(since started: ContinuousClock.Instant) -> Double {
+        let elapsed = (ContinuousClock.now - started).components
+        return Double(elapsed.seconds) + Double(elapsed.attoseconds) / 1e18
+    }
+
     package func reconnect() { state.withLock { $0.reconnects += 1 } }
 
     func securityEvent(type: String, outcome: String) {

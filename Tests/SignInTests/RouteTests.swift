@@ -116,7 +116,7 @@ extension Response {
     ] as [(String, String, Int, Bool)])
     func lanesAndBatches(method: String, path: String, lane: Int, batches: Bool) {
         let request = RouteHarness.make(method, path)
-        #expect(Serve.placement(of: request) == Placement(lane: lane, batches: batches))
+        #expect(Routes.placement(of: request) == Placement(lane: lane, batches: batches))
     }
 
     /// `TOKENSIGNIN_SIGNIN_BATCH` sizes the default lane's batches (1: every sign-in alone); the checks lane's

@@ -1,0 +1,40 @@
+// GET /readyz and /metrics: what the operators' probes and Prometheus read (`/healthz` is its row in the table).
+import FastCGI
+import struct Store.StoreError
+
+extension Application {
+    /// `200` when this worker's database connection answers and a key set is loaded and not stale; `503` with
+    /// the reasons otherwise (never a 200 that a load balancer would trust wrongly).
+    func ready() throws -> Response {
+        var reasons: [JSONValue] = []
+        do {
+            try store.ping()
+        } catch let error as StoreError {
+            reasons.append(.string(error.isRetryable ? "database_unavailable" : "database_fault"))
+        }
+        let keys = tokens.keyReadiness
+        if !keys.loaded { reasons.append(.string("keys_not_loaded")) } else if keys.stale { reasons.append(.string("keys_stale")) }
+        guard reasons.isEmpty else {
+            return .json(status: 503, .object([("status", .string("unavailable")), ("reasons", .array(reasons))]),
+                         headers: [("Retry-After", String(Failure.retryAfterDatabase))])
+        }
+        return .json(.object([("status", .string("ready"))]))
+    }
+
+    func metricsPage() -> Response {
+        let keys = tokens.keyReadiness
+        var samples = [
+            Metrics.Sample(name: "tokensignin_keys_loaded", help: "1 when a usable key set is loaded.", value: keys.loaded ? 1 : 0),
+            Metrics.Sample(name: "tokensignin_keys_stale", help: "1 when the key set is served past its expiry.", value: keys.stale ? 1 : 0),
+            Metrics.Sample(name: "tokensignin_key_refreshes_total", help: "Key set fetches started.", type: "counter", value: Double(keys.fetches)),
+            Metrics.Sample(name: "tokensignin_key_refresh_failures_total", help: "Key set fetches that failed.", type: "counter",
+                           value: Double(keys.failures)),
+        ]
+        if let age = keys.ageSeconds {
+            samples.append(Metrics.Sample(name: "tokensignin_key_set_age_seconds", help: "Seconds since the key set was fetched.", value: age))
+        }
+        let text = metrics.exposition(samples + service.samples())
+        return Response(status: 200, headers: [("Content-Type", "text/plain; version=0.0.4; charset=utf-8"),
+                                               ("Cache-Control", "no-store")], body: Array(text.utf8))
+    }
+}

@@ -1,0 +1,35 @@
+// What the routes verify tokens with: the key cache in production, a fixed table in route tests, and what it says
+// of its keys.
+import GoogleKeys
+import IDToken
+
+/// What verifies an ID token for the routes: the key cache in production, a fixed table in route tests.
+package protocol TokenVerifying: Sendable {
+    func verify(_ token: String, with verifier: Verifier, now: Int64) -> Result<VerifiedToken, IDTokenError>
+    /// The same keys and JOSE rules for Google's security event tokens.
+    func verify(_ token: String, with verifier: SecurityEventVerifier, now: Int64) -> Result<VerifiedSecurityEvent, IDTokenError>
+    /// Whether a usable key set is loaded, for `/readyz` and `/metrics`.
+    var keyReadiness: KeyReadiness { get }
+}
+
+/// The key set's state as the operators' endpoints report it.
+package struct KeyReadiness: Sendable, Equatable {
+    /// A key set is loaded (fresh, or stale within grace).
+    var loaded: Bool
+    /// Served past its expiry because refreshes fail.
+    var stale: Bool
+    /// Seconds since the keys were fetched; nil when none were.
+    var ageSeconds: Double?
+    var fetches: Int
+    var failures: Int
+}
+
+extension KeyCache: TokenVerifying {
+    package var keyReadiness: KeyReadiness {
+        let status = self.status
+        let age = status.lastSuccessAt.map { status.takenAt - $0 }
+        return KeyReadiness(loaded: status.keyCount > 0, stale: status.isStale,
+                            ageSeconds: age.map { Double($0.components.seconds) + Double($0.components.attoseconds) / 1e18 },
+                            fetches: status.fetches, failures: status.failures)
+    }
+}
