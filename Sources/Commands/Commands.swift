@@ -1,6 +1,6 @@
 // The command line: `tokensignin <command> ...` dispatched to the commands, with the process's I/O injected.
 import Logging
-import Store
+import struct Store.StoreError
 
 /// What a command may touch of its process: environment, output, files, the clock. The executable supplies
 /// the real ones; tests can supply their own.
@@ -105,8 +105,8 @@ public enum Commands {
     /// The exit status and message for a command's failure, mapped like the HTTP answers: the caller's fault
     /// 2, an outage (retryable) 3, anything else 1, with the SQLSTATE or reason for the operator.
     static func exit(for error: any Error, _ io: CommandIO, _ command: String) -> Int32 {
-        // libpq may echo the whole database URL, password included.
-        let secrets = io.environment[Configuration.Setting.databaseURL.variable].map(Configuration.passwords(inURL:)) ?? []
+        // libpq may echo the whole database URL, password included: the same redaction as the settings'.
+        let secrets = Configuration.secrets(in: io.environment)
         let io = CommandIO(environment: io.environment, processorCount: io.processorCount, out: io.out,
                            err: { [err = io.err] line in err(secrets.reduce(line) { $0.replacing($1, with: "***") }) },
                            log: io.log, now: io.now, readStandardInput: io.readStandardInput, readFile: io.readFile,
@@ -151,106 +151,5 @@ public enum Commands {
             io.err("tokensignin serve: \(error)")
             return error.code == .invalidConfiguration ? ExitCode.usage : ExitCode.failed
         }
-    }
-
-    static let migrateUsage = "usage: tokensignin migrate [--sql-dir DIR] [--role ROLE] [--status | --dry-run]   (default: ./sql, or TOKENSIGNIN_SQL_DIR)"
-
-    /// `migrate` applies what is pending; `--status` shows applied, pending, changed and unknown files;
-    /// `--dry-run` checks the applied files and lists what `migrate` would apply, changing nothing. `--role`
-    /// runs it all as that role (SET ROLE), so what the migrations create belongs to the schema's owner whoever
-    /// logs in (a DBA, or the postgres account over peer authentication).
-    static func migrate(_ arguments: [String], _ io: CommandIO) -> Int32 {
-        do {
-            var settings: [String] = []
-            var mode = "apply"
-            var role: String?
-            var rest = arguments[...]
-            while let argument = rest.popFirst() {
-                switch argument {
-                case "--status", "--dry-run":
-                    guard mode == "apply" else { throw CommandError(.usage, migrateUsage) }
-                    mode = argument
-                case "--role":
-                    guard role == nil, let value = rest.popFirst(), !value.isEmpty, value.utf8.count <= 63 else {
-                        throw CommandError(.usage, migrateUsage)
-                    }
-                    role = value
-                case "--sql-dir":
-                    guard let value = rest.popFirst() else { throw CommandError(.usage, migrateUsage) }
-                    settings += [argument, value]
-                default:
-                    // Only the one setting flag that concerns migrations.
-                    guard argument.hasPrefix("--sql-dir=") else { throw CommandError(.usage, migrateUsage) }
-                    settings.append(argument)
-                }
-            }
-            let configuration = try Self.configuration(io, arguments: settings, requireClientIDs: false)
-            let migrator = try Migrator(directory: configuration.sqlDirectory)
-            guard !migrator.migrations.isEmpty else {
-                throw CommandError(.usage, "no migration files (NNN_name.sql) in \(configuration.sqlDirectory): set --sql-dir or TOKENSIGNIN_SQL_DIR")
-            }
-            let connection = try Connection(conninfo: configuration.conninfo, pooler: configuration.databasePooler)
-            if let role {
-                // A parameter, not an identifier in the text: set_config is SET ROLE without interpolation.
-                try connection.query("SELECT set_config('role', $1, false)", [role])
-            }
-            switch mode {
-            case "--status", "--dry-run":
-                let status = try migrator.status(on: connection)
-                if mode == "--status" {
-                    for name in status.applied { io.out("applied\t\(name)") }
-                    for name in status.pending { io.out("pending\t\(name)") }
-                    for name in status.changed { io.out("changed\t\(name)\t(edited after it was applied: migrate refuses to run)") }
-                    for name in status.unknown { io.out("unknown\t\(name)\t(applied by a newer release; left alone)") }
-                } else {
-                    io.out(status.pending.isEmpty ? "migrate --dry-run: nothing to apply" : "migrate --dry-run: would apply \(status.pending.joined(separator: ", "))")
-                }
-                guard status.changed.isEmpty else {
-                    io.err("tokensignin migrate: \(status.changed.joined(separator: ", ")) changed after being applied")
-                    return ExitCode.failed
-                }
-                return ExitCode.ok
-            default:
-                let applied = try migrator.migrate(on: connection)
-                io.out(applied.isEmpty ? "migrate: the database is up to date" : "migrate: applied \(applied.joined(separator: ", "))")
-                return ExitCode.ok
-            }
-        } catch {
-            return exit(for: error, io, "migrate")
-        }
-    }
-}
-
-/// Command-line flags: `--flag value` pairs (repeatable flags collect every value) and positionals in order.
-struct CommandArguments {
-    var values: [String: [String]] = [:]
-    var positionals: [String] = []
-
-    init(_ arguments: some Collection<String>, flags: Set<String>) throws(CommandError) {
-        var index = arguments.startIndex
-        while index != arguments.endIndex {
-            let argument = arguments[index]
-            index = arguments.index(after: index)
-            guard argument.hasPrefix("--") else {
-                positionals.append(argument)
-                continue
-            }
-            guard flags.contains(argument) else { throw CommandError(.usage, "unknown option \(argument)") }
-            guard index != arguments.endIndex else { throw CommandError(.usage, "\(argument) needs a value") }
-            values[argument, default: []].append(arguments[index])
-            index = arguments.index(after: index)
-        }
-    }
-
-    func single(_ flag: String) throws(CommandError) -> String? {
-        guard let given = values[flag] else { return nil }
-        guard given.count == 1 else { throw CommandError(.usage, "\(flag) given more than once") }
-        return given[0]
-    }
-
-    func integer(_ flag: String) throws(CommandError) -> Int64? {
-        guard let text = try single(flag) else { return nil }
-        guard let number = Int64(text) else { throw CommandError(.usage, "\(flag) needs an integer") }
-        return number
     }
 }

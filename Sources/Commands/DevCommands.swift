@@ -23,11 +23,11 @@ struct DevCommands {
     }
 
     private func keygen(_ arguments: ArraySlice<String>) throws(CommandError) -> Int32 {
-        let options = try CommandArguments(arguments, flags: ["--out", "--kind"])
+        let options = try Arguments(arguments, options: ["--out": .value, "--kind": .value])
         guard options.positionals.isEmpty else { throw CommandError(.usage, "unexpected argument") }
-        guard let folder = try options.single("--out") else { throw CommandError(.usage, "--out DIR is required") }
+        guard let folder = options.value("--out") else { throw CommandError(.usage, "--out DIR is required") }
         let kind: DevelopmentKey.Kind
-        switch try options.single("--kind") ?? "rsa" {
+        switch options.value("--kind") ?? "rsa" {
         case "rsa": kind = .rsa2048
         case "p256": kind = .p256
         default: throw CommandError(.usage, "--kind is rsa or p256")
@@ -52,11 +52,12 @@ struct DevCommands {
     }
 
     private func token(_ arguments: ArraySlice<String>) throws(CommandError) -> Int32 {
-        let options = try CommandArguments(arguments, flags: ["--key", "--kid", "--aud", "--sub", "--email", "--email-verified",
-                                                              "--name", "--hd", "--iat", "--ttl", "--count"])
+        let options = try Arguments(arguments, options: Dictionary(uniqueKeysWithValues: [
+            "--key", "--kid", "--aud", "--sub", "--email", "--email-verified", "--name", "--hd", "--iat", "--ttl", "--count",
+        ].map { ($0, .value) }))
         guard options.positionals.isEmpty else { throw CommandError(.usage, "unexpected argument") }
-        guard let keyPath = try options.single("--key"), let kid = try options.single("--kid"),
-              let aud = try options.single("--aud"), let sub = try options.single("--sub") else {
+        guard let keyPath = options.value("--key"), let kid = options.value("--kid"),
+              let aud = options.value("--aud"), let sub = options.value("--sub") else {
             throw CommandError(.usage, "--key, --kid, --aud and --sub are required")
         }
         let iat = try options.integer("--iat") ?? io.now()
@@ -76,16 +77,16 @@ struct DevCommands {
             "iss": "https://accounts.google.com", "aud": .string(aud), "azp": .string(aud),
             "iat": .integer(iat), "exp": .integer(iat + ttl),
         ]
-        if let email = try options.single("--email") {
+        if let email = options.value("--email") {
             claims["email"] = .string(email)
-            switch try options.single("--email-verified") ?? "true" {
+            switch options.value("--email-verified") ?? "true" {
             case "true": claims["email_verified"] = true
             case "false": claims["email_verified"] = false
             default: throw CommandError(.usage, "--email-verified is true or false")
             }
         }
-        if let name = try options.single("--name") { claims["name"] = .string(name) }
-        if let hd = try options.single("--hd") { claims["hd"] = .string(hd) }
+        if let name = options.value("--name") { claims["name"] = .string(name) }
+        if let hd = options.value("--hd") { claims["hd"] = .string(hd) }
         // With --count, users are distinct: sub-1 ... sub-N.
         let subjects = count.map { n in (1...n).map { "\(sub)-\($0)" } } ?? [sub]
         for subject in subjects {

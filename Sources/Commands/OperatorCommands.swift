@@ -19,33 +19,38 @@ struct OperatorCommands {
     /// `sessions list --user SUB`, `sessions revoke --user SUB`, `sessions revoke --session ID`,
     /// `sessions revoke --all [--created-before TIMESTAMP]`.
     func sessions(_ arguments: [String]) -> Int32 {
-        if arguments.first == "revoke", arguments.dropFirst().contains("--all") { return revokeAll(Array(arguments.dropFirst())) }
-        guard arguments.count == 3, !arguments[2].isEmpty else { return usage(Self.sessionsUsage) }
-        let (verb, option, value) = (arguments[0], arguments[1], arguments[2])
-        switch (verb, option) {
-        case ("list", "--user"):
+        guard let verb = arguments.first,
+              let options = try? Arguments(arguments.dropFirst(), options: ["--user": .value, "--session": .value,
+                                                                            "--all": .flag, "--created-before": .value]),
+              options.positionals.isEmpty else { return usage(Self.sessionsUsage) }
+        switch (verb, options.given) {
+        case ("list", ["--user"]):
+            guard let sub = options.value("--user"), !sub.isEmpty else { return usage(Self.sessionsUsage) }
             return withStore("sessions") { store throws in
-                guard try store.userExists(sub: value) else { return missing("no user with sub \(value)") }
+                guard try store.userExists(sub: sub) else { return missing("no user with sub \(sub)") }
                 io.out("id\tcreated_at\tlast_seen_at\texpires_at\tstate\tip\tclient_id\tuser_agent")
-                for s in try store.sessions(ofUser: value) {
+                for s in try store.sessions(ofUser: sub) {
                     io.out([String(s.id), s.createdAt.rfc3339, s.lastSeenAt.rfc3339, s.expiresAt.rfc3339, s.state,
                             s.ip ?? "-", s.clientID ?? "-", s.userAgent ?? "-"].map(Self.printable).joined(separator: "\t"))
                 }
                 return ExitCode.ok
             }
-        case ("revoke", "--user"):
+        case ("revoke", ["--user"]):
+            guard let sub = options.value("--user"), !sub.isEmpty else { return usage(Self.sessionsUsage) }
             return withStore("sessions") { store throws in
-                guard try store.userExists(sub: value) else { return missing("no user with sub \(value)") }
-                io.out("revoked \(try store.revokeSessions(ofUser: value)) session(s) of user \(Self.printable(value))")
+                guard try store.userExists(sub: sub) else { return missing("no user with sub \(sub)") }
+                io.out("revoked \(try store.revokeSessions(ofUser: sub)) session(s) of user \(Self.printable(sub))")
                 return ExitCode.ok
             }
-        case ("revoke", "--session"):
-            guard let id = SessionID.parse(value) else { return usage(Self.sessionsUsage) }
+        case ("revoke", ["--session"]):
+            guard let id = options.value("--session").flatMap(SessionID.parse) else { return usage(Self.sessionsUsage) }
             return withStore("sessions") { store throws in
                 guard try store.sessionExists(id: id) else { return missing("no session with id \(id)") }
                 io.out(try store.revokeSession(id: id) ? "revoked session \(id)" : "session \(id) was already revoked")
                 return ExitCode.ok
             }
+        case ("revoke", ["--all"]), ("revoke", ["--all", "--created-before"]), ("revoke", ["--created-before", "--all"]):
+            return revokeAll(createdBefore: options.value("--created-before"))
         default:
             return usage(Self.sessionsUsage)
         }
@@ -54,25 +59,11 @@ struct OperatorCommands {
     /// `sessions revoke --all [--created-before TIMESTAMP]`: signs everyone out (incident response, after restoring
     /// a backup). Revokes every session neither revoked nor expired that was created before TIMESTAMP (RFC 3339)
     /// or, without it, before the command started; sessions opened meanwhile are kept.
-    private func revokeAll(_ arguments: [String]) -> Int32 {
-        var createdBefore: String?
-        var rest = arguments[...]
-        while let option = rest.popFirst() {
-            switch option {
-            case "--all":
-                continue
-            case "--created-before" where createdBefore == nil:
-                guard let value = rest.popFirst() else { return usage(Self.sessionsUsage) }
-                guard RFC3339.unixSeconds(parsing: value) != nil else {
-                    io.err("tokensignin sessions: --created-before needs an RFC 3339 timestamp such as 2026-11-29T12:00:00Z, got \(Self.printable(value))")
-                    return ExitCode.usage
-                }
-                createdBefore = value
-            default:
-                return usage(Self.sessionsUsage)
-            }
+    private func revokeAll(createdBefore: String?) -> Int32 {
+        if let createdBefore, RFC3339.unixSeconds(parsing: createdBefore) == nil {
+            io.err("tokensignin sessions: --created-before needs an RFC 3339 timestamp such as 2026-11-29T12:00:00Z, got \(Self.printable(createdBefore))")
+            return ExitCode.usage
         }
-        guard arguments.filter({ $0 == "--all" }).count == 1 else { return usage(Self.sessionsUsage) }
         return withStore("sessions") { store throws in
             let done = try store.revokeAllSessions(createdBefore: createdBefore)
             io.out("revoked \(done.revoked) session(s) created before \(done.cutoff)")
@@ -85,31 +76,29 @@ struct OperatorCommands {
     /// statement each, so sign-ins never wait on it).
     func prune(_ arguments: [String]) -> Int32 {
         var policy = PrunePolicy()
-        var rest = arguments[...]
-        while let option = rest.popFirst() {
-            guard let value = rest.popFirst() else { return usage(Self.pruneUsage) }
-            switch option {
-            case "--revoked-retention":
-                guard let seconds = Configuration.parseDuration(value) else { return usage(Self.pruneUsage) }
-                policy.revokedRetention = seconds
-            case "--audit-retention":
-                guard let seconds = Configuration.parseDuration(value) else { return usage(Self.pruneUsage) }
-                guard seconds >= PrunePolicy.minimumAuditRetention else {
-                    io.err("tokensignin prune: --audit-retention must be at least 7d: the service's role may not delete younger audit rows")
-                    return ExitCode.usage
-                }
-                policy.auditRetention = seconds
-            case "--batch":
-                guard let n = Configuration.decimal(value), (1...100_000).contains(n) else { return usage(Self.pruneUsage) }
-                policy.batch = Int(n)
-            default:
-                return usage(Self.pruneUsage)
+        guard let options = try? Arguments(arguments, options: ["--revoked-retention": .value, "--audit-retention": .value,
+                                                                "--batch": .value]),
+              options.positionals.isEmpty else { return usage(Self.pruneUsage) }
+        if let text = options.value("--revoked-retention") {
+            guard let seconds = SettingText.seconds(text) else { return usage(Self.pruneUsage) }
+            policy.revokedRetention = seconds
+        }
+        if let text = options.value("--audit-retention") {
+            guard let seconds = SettingText.seconds(text) else { return usage(Self.pruneUsage) }
+            guard seconds >= PrunePolicy.minimumAuditRetention else {
+                io.err("tokensignin prune: --audit-retention must be at least 7d: the service's role may not delete younger audit rows")
+                return ExitCode.usage
             }
+            policy.auditRetention = seconds
+        }
+        if let text = options.value("--batch") {
+            guard let n = SettingText.decimal(text), (1...100_000).contains(n) else { return usage(Self.pruneUsage) }
+            policy.batch = Int(n)
         }
         return withStore("prune") { store throws in
             let pruned = try store.prune(policy)
             if let settings = pruned.settings {
-                io.out("idle timeout \(Self.duration(settings.idleTimeout)), as recorded by \(Self.printable(settings.updatedBy)) at \(settings.updatedAt.rfc3339)")
+                io.out("idle timeout \(SettingText.duration(settings.idleTimeout)), as recorded by \(Self.printable(settings.updatedBy)) at \(settings.updatedAt.rfc3339)")
             } else {
                 io.out("idle timeout: none recorded by the responder yet, so no session was pruned for idleness")
             }
@@ -130,14 +119,6 @@ struct OperatorCommands {
             }
         }
         return out
-    }
-
-    /// Seconds in the largest unit that divides them (`7d`, `36h`, `90m`, `45s`), as the duration settings read.
-    static func duration(_ seconds: Int64) -> String {
-        for (unit, size) in [("d", Int64(86_400)), ("h", 3_600), ("m", 60)] where seconds > 0 && seconds % size == 0 {
-            return "\(seconds / size)\(unit)"
-        }
-        return "\(seconds)s"
     }
 
     private func usage(_ text: String) -> Int32 {

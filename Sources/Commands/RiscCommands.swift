@@ -30,30 +30,31 @@ struct RiscCommands {
             guard let verb = arguments.first, ["configure", "verify", "status"].contains(verb) else {
                 throw CommandError(.usage, "risc needs configure, verify or status")
             }
-            let options = try CommandArguments(arguments.dropFirst(), flags: ["--service-account", "--receiver-url", "--state", "--api"])
+            let options = try Arguments(arguments.dropFirst(), options: ["--service-account": .value, "--receiver-url": .value,
+                                                                         "--state": .value, "--api": .value])
             guard options.positionals.isEmpty else { throw CommandError(.usage, "unexpected argument \(options.positionals[0])") }
-            guard let keyFile = try options.single("--service-account") else { throw CommandError(.usage, "--service-account FILE is required") }
+            guard let keyFile = options.value("--service-account") else { throw CommandError(.usage, "--service-account FILE is required") }
             var problem: String?
-            guard let client = RiscClient(api: try options.single("--api") ?? RiscClient.defaultAPI, problem: &problem) else {
+            guard let client = RiscClient(api: options.value("--api") ?? RiscClient.defaultAPI, problem: &problem) else {
                 throw CommandError(.usage, "--api: \(problem ?? "not a URL")")
             }
             let request: Request
             switch verb {
             case "configure":
-                guard let url = try options.single("--receiver-url") else { throw CommandError(.usage, "--receiver-url URL is required") }
+                guard let url = options.value("--receiver-url") else { throw CommandError(.usage, "--receiver-url URL is required") }
                 guard Self.isReceiverURL(url) else {
                     throw CommandError(.usage, "--receiver-url must be an https:// URL of your receiver, e.g. https://signin.example.com/risc")
                 }
-                guard try options.single("--state") == nil else { throw CommandError(.usage, "--state belongs to risc verify") }
+                guard options.value("--state") == nil else { throw CommandError(.usage, "--state belongs to risc verify") }
                 request = .configure(url)
             case "verify":
-                guard let state = try options.single("--state"), !state.isEmpty, state.utf8.count <= 1024 else {
+                guard let state = options.value("--state"), !state.isEmpty, state.utf8.count <= 1024 else {
                     throw CommandError(.usage, "--state STRING (1 to 1024 bytes) is required")
                 }
-                guard try options.single("--receiver-url") == nil else { throw CommandError(.usage, "--receiver-url belongs to risc configure") }
+                guard options.value("--receiver-url") == nil else { throw CommandError(.usage, "--receiver-url belongs to risc configure") }
                 request = .verify(state)
             default:
-                guard try options.single("--receiver-url") == nil, try options.single("--state") == nil else {
+                guard options.value("--receiver-url") == nil, options.value("--state") == nil else {
                     throw CommandError(.usage, "risc status takes only --service-account and --api")
                 }
                 request = .status

@@ -5,7 +5,6 @@ import IDToken
 import Logging
 import Sessions
 import SignIn
-import Store
 
 public enum Serve {
     /// Runs the responder until SIGTERM/SIGINT (graceful: in-flight requests finish). Throws at start-up
@@ -14,15 +13,13 @@ public enum Serve {
                            metrics: Metrics = Metrics()) throws(CommandError) {
         let server: Server
         do {
-            let listen = try Listen.parse(configuration.listen)
-            server = try Server(listen: listen, lanes: lanes(configuration),
-                                limits: Limits(maxBodyBytes: Configuration.maxBodyBytes,
-                                               requestTimeout: .seconds(configuration.requestTimeout)),
+            server = try Server(listen: configuration.listen, lanes: lanes(configuration),
+                                limits: Limits(maxBodyBytes: Configuration.maxBodyBytes, requestTimeout: configuration.requestTimeout),
                                 scheduling: configuration.workerScheduling)
             // Before any other thread exists, so every thread inherits the blocked signals.
             try server.stopOnTerminationSignals()
         } catch {
-            throw CommandError(.invalidConfiguration, "TOKENSIGNIN_LISTEN: cannot listen on \(configuration.listen ?? "fd 0"): \(error.detail)")
+            throw CommandError(.invalidConfiguration, "TOKENSIGNIN_LISTEN: cannot listen on \(configuration.listen): \(error.detail)")
         }
 
         let keys: KeyCache
@@ -35,14 +32,14 @@ public enum Serve {
             }
         } else {
             var settings = KeyCache.Settings()
-            settings.maxWait = .milliseconds(configuration.keyWait)
+            settings.maxWait = configuration.keyWait
             keys = KeyCache(source: .url(configuration.jwksURL), settings: settings)
             keys.start()
         }
 
         // A database that is down at start-up is not fatal: requests get 503 until it is back.
         do {
-            _ = try Connection(conninfo: configuration.conninfo, pooler: configuration.databasePooler).query("SELECT 1", [])
+            try Database.probe(conninfo: configuration.conninfo, pooler: configuration.databasePooler)
         } catch {
             // libpq's own words say what is wrong (a bad password, a misspelt database, an unknown parameter).
             log.warning("database_unavailable_at_start", ["code": error.code.name, "sqlstate": error.sqlState,

@@ -9,26 +9,27 @@ extension Commands {
         let now: Int64
         let tokenArgument: String
         do throws(CommandError) {
-            let options = try CommandArguments(arguments, flags: ["--client-id", "--jwks", "--jwks-url", "--now",
-                                                                  "--clock-skew", "--hosted-domain"])
+            let options = try Arguments(arguments, options: ["--client-id": .values, "--jwks": .value, "--jwks-url": .value,
+                                                             "--now": .value, "--clock-skew": .value, "--hosted-domain": .values])
             guard options.positionals.count == 1 else { throw CommandError(.usage, "exactly one TOKEN (or -) is required") }
             tokenArgument = options.positionals[0]
-            if try options.single("--jwks") != nil, try options.single("--jwks-url") != nil {
+            if options.has("--jwks"), options.has("--jwks-url") {
                 throw CommandError(.usage, "--jwks and --jwks-url are exclusive")
             }
             // The flags are the settings `serve` reads, so they are validated by the same parser.
             var environment = io.environment
-            func set(_ setting: Configuration.Setting, _ value: String?) {
+            func set(_ setting: Setting, _ value: String?) {
                 if let value { environment[setting.variable] = value }
             }
-            set(.clientIDs, options.values["--client-id"]?.joined(separator: ","))
-            set(.hostedDomains, options.values["--hosted-domain"]?.joined(separator: ","))
-            set(.clockSkew, try options.single("--clock-skew"))
-            if let file = try options.single("--jwks") {
+            let clientIDs = options.all("--client-id"), domains = options.all("--hosted-domain")
+            set(.clientIDs, clientIDs.isEmpty ? nil : clientIDs.joined(separator: ","))
+            set(.hostedDomains, domains.isEmpty ? nil : domains.joined(separator: ","))
+            set(.clockSkew, options.value("--clock-skew"))
+            if let file = options.value("--jwks") {
                 set(.jwksFile, file)
-            } else if let url = try options.single("--jwks-url") {
+            } else if let url = options.value("--jwks-url") {
                 set(.jwksURL, url)
-                environment[Configuration.Setting.jwksFile.variable] = nil
+                environment[Setting.jwksFile.variable] = nil
             }
             do {
                 configuration = try Configuration(environment: environment, processorCount: io.processorCount)

@@ -2,6 +2,7 @@
 
 @testable import Commands
 @testable import SignIn
+import FastCGI
 import Testing
 
 private let base = ["TOKENSIGNIN_CLIENT_IDS": "1234567890-web.apps.googleusercontent.com"]
@@ -11,24 +12,24 @@ private func configuration(_ environment: [String: String] = [:], _ arguments: [
 }
 
 /// One setting's value rendered as text, so tables can compare any field.
-private func rendered(_ config: Configuration, _ setting: Configuration.Setting) -> String {
+private func rendered(_ config: Configuration, _ setting: Setting) -> String {
     switch setting {
     case .clientIDs: config.clientIDs.joined(separator: "|")
     case .jwksURL: config.jwksURL
     case .jwksFile: config.jwksFile ?? "nil"
-    case .keyWait: String(config.keyWait)
-    case .listen: config.listen ?? "nil"
+    case .keyWait: String(config.keyWait.components.seconds * 1_000 + config.keyWait.components.attoseconds / 1_000_000_000_000_000)
+    case .listen: listenText(config.listen)
     case .workers: String(config.workers)
     case .checkWorkers: String(config.checkWorkers)
     case .workerScheduling: config.workerScheduling.rawValue
     case .signInBatch: String(config.signInBatch)
-    case .requestTimeout: String(config.requestTimeout)
+    case .requestTimeout: String(config.requestTimeout.components.seconds)
     case .hostedDomains: config.hostedDomains.joined(separator: "|")
-    case .clockSkew: String(config.clockSkew)
+    case .clockSkew: String(config.clockSkew.components.seconds)
     case .databaseURL: config.databaseURL ?? "nil"
     case .databasePooler: config.databasePooler.rawValue
-    case .sessionTTL: String(config.sessionTTL)
-    case .sessionIdleTTL: String(config.sessionIdleTTL)
+    case .sessionTTL: String(config.sessionTTL.components.seconds)
+    case .sessionIdleTTL: String(config.sessionIdleTTL.components.seconds)
     case .cookieName: config.cookieName
     case .siteOrigins: config.siteOrigins.map(\.description).joined(separator: "|")
     case .signInRedirect: config.signInRedirect
@@ -39,9 +40,18 @@ private func rendered(_ config: Configuration, _ setting: Configuration.Setting)
     }
 }
 
+/// The listen address as the setting wrote it ("nil": the inherited socket).
+private func listenText(_ listen: Listen) -> String {
+    switch listen {
+    case .inherited: "nil"
+    case .unix(let path): path
+    case .tcp: listen.description
+    }
+}
+
 @Suite struct ConfigurationTests {
     @Test(arguments: [
-        (Configuration.Setting.jwksURL, "https://www.googleapis.com/oauth2/v3/certs"),
+        (Setting.jwksURL, "https://www.googleapis.com/oauth2/v3/certs"),
         (.jwksFile, "nil"),
         (.keyWait, "1000"),
         (.listen, "nil"),
@@ -64,7 +74,7 @@ private func rendered(_ config: Configuration, _ setting: Configuration.Setting)
         (.sqlDirectory, "sql"),
         (.allowRemoteListen, "false"),
     ])
-    func unsetSettingTakesItsDefault(setting: Configuration.Setting, expected: String) throws {
+    func unsetSettingTakesItsDefault(setting: Setting, expected: String) throws {
         #expect(rendered(try configuration(), setting) == expected)
     }
 
@@ -86,7 +96,7 @@ private func rendered(_ config: Configuration, _ setting: Configuration.Setting)
 
     /// (setting, environment value, flag value, expected rendering of the flag value)
     @Test(arguments: [
-        (Configuration.Setting.clientIDs, "1-env.apps.googleusercontent.com", " 1-a.apps.googleusercontent.com , 2-b.apps.googleusercontent.com ",
+        (Setting.clientIDs, "1-env.apps.googleusercontent.com", " 1-a.apps.googleusercontent.com , 2-b.apps.googleusercontent.com ",
          "1-a.apps.googleusercontent.com|2-b.apps.googleusercontent.com"),
         (.jwksURL, "https://env.example/certs", "http://127.0.0.1:8080/certs", "http://127.0.0.1:8080/certs"),
         (.jwksFile, "/env.json", "/flag.json", "/flag.json"),
@@ -116,14 +126,14 @@ private func rendered(_ config: Configuration, _ setting: Configuration.Setting)
         (.sqlDirectory, "/env/sql", "/usr/share/tokensignin/sql", "/usr/share/tokensignin/sql"),
         (.allowRemoteListen, "true", "no", "false"),
     ])
-    func flagOverridesEnvironment(setting: Configuration.Setting, environment: String, flag: String, expected: String) throws {
+    func flagOverridesEnvironment(setting: Setting, environment: String, flag: String, expected: String) throws {
         let env = [setting.variable: environment]
         #expect(rendered(try configuration(env, [setting.flag, flag]), setting) == expected)
         #expect(rendered(try configuration(env, ["\(setting.flag)=\(flag)"]), setting) == expected)
     }
 
-    @Test(arguments: Configuration.Setting.allCases)
-    func flagIsTheVariableInKebabCaseWithoutPrefix(setting: Configuration.Setting) {
+    @Test(arguments: Setting.allCases)
+    func flagIsTheVariableInKebabCaseWithoutPrefix(setting: Setting) {
         let expected = "--" + setting.variable.dropFirst("TOKENSIGNIN_".count).lowercased().replacing("_", with: "-")
         #expect(setting.flag == expected)
         #expect(Configuration.usage.contains(setting.variable))
@@ -131,7 +141,7 @@ private func rendered(_ config: Configuration, _ setting: Configuration.Setting)
     }
 
     @Test func flagNamesAreTheContractNames() {
-        #expect(Configuration.Setting.allCases.map(\.variable) == [
+        #expect(Setting.allCases.map(\.variable) == [
             "TOKENSIGNIN_CLIENT_IDS", "TOKENSIGNIN_JWKS_URL", "TOKENSIGNIN_JWKS_FILE", "TOKENSIGNIN_KEY_WAIT", "TOKENSIGNIN_LISTEN",
             "TOKENSIGNIN_WORKERS", "TOKENSIGNIN_CHECK_WORKERS", "TOKENSIGNIN_WORKER_SCHEDULING", "TOKENSIGNIN_SIGNIN_BATCH", "TOKENSIGNIN_REQUEST_TIMEOUT", "TOKENSIGNIN_HOSTED_DOMAINS", "TOKENSIGNIN_CLOCK_SKEW", "TOKENSIGNIN_DATABASE_URL",
             "TOKENSIGNIN_DATABASE_POOLER",
@@ -139,8 +149,8 @@ private func rendered(_ config: Configuration, _ setting: Configuration.Setting)
             "TOKENSIGNIN_SITE_ORIGINS", "TOKENSIGNIN_SIGNIN_REDIRECT", "TOKENSIGNIN_WEB_FORM_ORIGINS", "TOKENSIGNIN_MAX_SESSIONS_PER_USER",
             "TOKENSIGNIN_SQL_DIR", "TOKENSIGNIN_ALLOW_REMOTE_LISTEN",
         ])
-        #expect(Configuration.Setting.clientIDs.flag == "--client-ids")
-        #expect(Configuration.Setting.signInRedirect.flag == "--signin-redirect")
+        #expect(Setting.clientIDs.flag == "--client-ids")
+        #expect(Setting.signInRedirect.flag == "--signin-redirect")
     }
 
     @Test func missingClientIDsIsRequired() {
@@ -192,18 +202,18 @@ private func rendered(_ config: Configuration, _ setting: Configuration.Setting)
 
     @Test(arguments: ["127.0.0.1:9000", "127.1.2.3:9000", "[::1]:9000", "localhost:9000", "/run/tokensignin/tokensignin.sock"])
     func loopbackAndUnixListenAddressesNeedNoPermission(listen: String) throws {
-        #expect(try configuration(["TOKENSIGNIN_LISTEN": listen]).listen == listen)
+        #expect(listenText(try configuration(["TOKENSIGNIN_LISTEN": listen]).listen) == listen)
     }
 
     @Test func aRemoteListenAddressNeedsTheExplicitPermission() throws {
         #expect(throws: CommandError(.invalidConfiguration)) { try configuration(["TOKENSIGNIN_LISTEN": "10.0.0.5:9000"]) }
         let allowed = try configuration(["TOKENSIGNIN_LISTEN": "10.0.0.5:9000", "TOKENSIGNIN_ALLOW_REMOTE_LISTEN": "true"])
-        #expect(allowed.listen == "10.0.0.5:9000" && allowed.allowRemoteListen)
+        #expect(listenText(allowed.listen) == "10.0.0.5:9000" && allowed.allowRemoteListen)
     }
 
     @Test func emptyValueCountsAsUnsetAndAFlagCanResetToDefault() throws {
-        #expect(try configuration(["TOKENSIGNIN_LISTEN": ""]).listen == nil)
-        #expect(try configuration(["TOKENSIGNIN_LISTEN": "/run/a.sock"], ["--listen="]).listen == nil)
+        #expect(try configuration(["TOKENSIGNIN_LISTEN": ""]).listen == .inherited)
+        #expect(try configuration(["TOKENSIGNIN_LISTEN": "/run/a.sock"], ["--listen="]).listen == .inherited)
         #expect(try configuration(["TOKENSIGNIN_WORKERS": "3"], ["--workers", ""]).workers == 8)
     }
 
@@ -331,8 +341,8 @@ private func rendered(_ config: Configuration, _ setting: Configuration.Setting)
     }
 
     @Test func idleTTLDefaultsToTheShorterOfSevenDaysAndTheAbsoluteTTL() throws {
-        #expect(try configuration(["TOKENSIGNIN_SESSION_TTL": "1d"]).sessionIdleTTL == 86_400)
-        #expect(try configuration(["TOKENSIGNIN_SESSION_TTL": "1d", "TOKENSIGNIN_SESSION_IDLE_TTL": "1d"]).sessionIdleTTL == 86_400)
+        #expect(try configuration(["TOKENSIGNIN_SESSION_TTL": "1d"]).sessionIdleTTL == .seconds(86_400))
+        #expect(try configuration(["TOKENSIGNIN_SESSION_TTL": "1d", "TOKENSIGNIN_SESSION_IDLE_TTL": "1d"]).sessionIdleTTL == .seconds(86_400))
     }
 
     @Test func idleTTLAboveAbsoluteTTLIsRefusedNamingBoth() {
@@ -386,7 +396,7 @@ private func rendered(_ config: Configuration, _ setting: Configuration.Setting)
         ("3650d", 315_360_000), ("315360000", 315_360_000),
     ] as [(String, Int64)])
     func validDurationParses(text: String, seconds: Int64) {
-        #expect(Configuration.parseDuration(text) == seconds)
+        #expect(SettingText.seconds(text) == seconds)
     }
 
     @Test(arguments: [
@@ -394,16 +404,16 @@ private func rendered(_ config: Configuration, _ setting: Configuration.Setting)
         "999999999999999999d", "9223372036854775807", "99999999999999999999999999",
     ])
     func invalidDurationIsRefused(text: String) {
-        #expect(Configuration.parseDuration(text) == nil)
+        #expect(SettingText.seconds(text) == nil)
     }
 
     @Test(arguments: [("0", 0), ("0s", 0), ("0ms", 0), ("250ms", 250), ("1s", 1_000), ("10s", 10_000), ("10000ms", 10_000)] as [(String, Int64)])
     func validMillisecondsParse(text: String, milliseconds: Int64) {
-        #expect(Configuration.parseMilliseconds(text) == milliseconds)
+        #expect(SettingText.milliseconds(text) == milliseconds)
     }
 
     @Test(arguments: ["", "1", "250", "s", "ms", "1m", "1.5s", "-1s", " 1s", "1 s", "1MS", "9999999s"])
     func invalidMillisecondsAreRefused(text: String) {
-        #expect(Configuration.parseMilliseconds(text) == nil)
+        #expect(SettingText.milliseconds(text) == nil)
     }
 }

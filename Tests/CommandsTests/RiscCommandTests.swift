@@ -115,7 +115,7 @@ import Testing
         (["risc", "verify", "--service-account", "KEY"], "--state STRING"),
         (["risc", "status", "--service-account", "KEY", "--state", "x"], "risc status takes only"),
         (["risc", "status", "--service-account", "KEY", "--api", "http://google.example"], "--api: http:// is allowed only to a loopback host"),
-        (["risc", "status", "--service-account", "KEY", "--bogus", "1"], "unknown option --bogus"),
+        (["risc", "status", "--service-account", "KEY", "--bogus", "1"], "unknown option '--bogus'"),
     ])
     func badArgumentsAreUsageErrors(arguments: [String], message: String) throws {
         let run = runCommand(arguments.map { $0 == "KEY" ? keyFile : $0 })
