@@ -21,9 +21,9 @@ let package = Package(
         // The scaffolding of every module's one error type (reason codes as enums, equality on the code).
         .target(name: "CodedErrors", swiftSettings: strict),
         // Pure verification (no I/O); Google's keys fetched and cached apart; signing apart.
-        .target(name: "IDToken", dependencies: ["COpenSSL"], swiftSettings: strict),
+        .target(name: "IDToken", dependencies: ["CodedErrors", "COpenSSL"], swiftSettings: strict),
         .target(name: "GoogleKeys", dependencies: ["IDToken", "Threads", "CCurl"], swiftSettings: strict),
-        .target(name: "Signing", dependencies: ["IDToken", "COpenSSL"], swiftSettings: strict),
+        .target(name: "Signing", dependencies: ["CodedErrors", "IDToken", "COpenSSL"], swiftSettings: strict),
         .target(name: "Store", dependencies: ["CLibPQ"], swiftSettings: strict),
         .target(name: "FastCGI", dependencies: ["Threads", "CFastCGI"], swiftSettings: strict),
         // The POSIX thread tools FastCGI and GoogleKeys share (threads, a monitor, monotonic deadlines).

@@ -50,7 +50,11 @@ package struct Failure: Sendable {
             case .badSignature: code = "authentication_failed"
             case .badIssuer: code = "invalid_issuer"
             case .badAudience: code = "invalid_audience"
-            default: code = "invalid_request"
+            case .tokenTooLarge, .malformed, .badBase64, .badHeader, .unsupportedAlgorithm, .embeddedKey, .unknownCrit,
+                 .badPayload, .expired, .notYetValid, .issuedInFuture, .lifetimeTooLong, .missingClaim, .badClaimType,
+                 .badSubject, .hostedDomainNotAllowed, .badClaimValue, .claimTooLong, .notAnIDToken, .notASecurityEvent,
+                 .badEvents, .invalidKeySet, .keysUnavailable:
+                code = "invalid_request"
             }
             description = Self.securityEventDescriptions[code] ?? "the security event token is not valid"
         default:
@@ -122,12 +126,16 @@ package struct Failure: Sendable {
 
     private init(token error: IDTokenError) {
         let reason = error.code.name
-        if error.isRetryable {
+        switch error.code {
+        case .keysUnavailable:
             self.init(.temporarilyUnavailable, "Google's signing keys are unavailable", reason: reason,
                       headers: [("Retry-After", String(Self.retryAfterKeys))])
-        } else if error.code == .hostedDomainNotAllowed {
+        case .hostedDomainNotAllowed:
             self.init(.accessDenied, "this account's domain may not sign in", reason: reason)
-        } else {
+        case .tokenTooLarge, .malformed, .badBase64, .badHeader, .unsupportedAlgorithm, .embeddedKey, .unknownCrit, .missingKid,
+             .unknownKid, .algorithmMismatch, .badSignature, .badPayload, .badIssuer, .badAudience, .expired, .notYetValid,
+             .issuedInFuture, .lifetimeTooLong, .missingClaim, .badClaimType, .badSubject, .badClaimValue, .claimTooLong,
+             .notAnIDToken, .notASecurityEvent, .badEvents, .weakKey, .unusableKey, .duplicateKid, .invalidKeySet:
             self.init(.invalidToken, "the ID token is not valid", reason: reason)
         }
     }

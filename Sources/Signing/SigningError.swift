@@ -1,12 +1,15 @@
 // The one error type of the Signing module: why a private key could not be loaded or generated.
+import CodedErrors
 
 /// A private-key failure. Equality is on `code` only; `detail` is for logs and never holds key material.
-public struct SigningError: Error, Hashable, Sendable, CustomStringConvertible {
+public struct SigningError: CodedError {
     /// A stable, machine-readable reason (`bad_private_key`, ...).
-    public struct Code: Hashable, Sendable, CustomStringConvertible {
-        public let name: String
-        init(_ name: String) { self.name = name }
-        public var description: String { name }
+    public enum Code: String, ReasonCode {
+        /// Not a PEM private key, encrypted, too large, or of a type or size that is not accepted.
+        case badPrivateKey = "bad_private_key"
+        case keyGenerationFailed = "key_generation_failed"
+        /// A service-account key file that is not one (not JSON, a member missing, not an RSA key).
+        case badServiceAccount = "bad_service_account"
     }
 
     public let code: Code
@@ -16,16 +19,4 @@ public struct SigningError: Error, Hashable, Sendable, CustomStringConvertible {
         self.code = code
         self.detail = detail
     }
-
-    public static func == (lhs: Self, rhs: Self) -> Bool { lhs.code == rhs.code }
-    public func hash(into hasher: inout Hasher) { hasher.combine(code) }
-    public var description: String { code.name }
-}
-
-extension SigningError.Code {
-    /// Not a PEM private key, encrypted, too large, or of a type or size that is not accepted.
-    public static let badPrivateKey = Self("bad_private_key")
-    public static let keyGenerationFailed = Self("key_generation_failed")
-    /// A service-account key file that is not one (not JSON, a member missing, not an RSA key).
-    public static let badServiceAccount = Self("bad_service_account")
 }
