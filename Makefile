@@ -149,7 +149,7 @@ install-files: ## the files of `make install` only (DESTDIR-aware; builds nothin
 	install -m 0644 sql/*.sql $(DESTDIR)$(PKGDATADIR)/sql/
 	install -m 0644 docs/*.md $(DESTDIR)$(DOCDIR)/
 	@# The unit and env sources name the default prefix; another PREFIX is written into the installed copies.
-	for unit in docs/systemd/*; do \
+	for unit in packaging/systemd/*; do \
 		sed -e 's|/usr/local/bin/|$(BINDIR)/|g' $$unit > $(DESTDIR)$(UNITDIR)/$${unit##*/}; \
 		chmod 0644 $(DESTDIR)$(UNITDIR)/$${unit##*/}; \
 	done
@@ -179,7 +179,7 @@ endif
 uninstall: ## remove what `make install` put under PREFIX and /etc (not your env file, not the account)
 	rm -f $(DESTDIR)$(BINDIR)/tokensignin $(DESTDIR)$(SYSUSERSDIR)/tokensignin.conf $(DESTDIR)$(SYSCONFDIR)/tokensignin/env.example
 	rm -rf $(DESTDIR)$(PKGDATADIR) $(DESTDIR)$(DOCDIR)
-	rm -f $(addprefix $(DESTDIR)$(UNITDIR)/,$(notdir $(wildcard docs/systemd/*)))
+	rm -f $(addprefix $(DESTDIR)$(UNITDIR)/,$(notdir $(wildcard packaging/systemd/*)))
 	for file in nginx/*.conf; do cmp -s $$file $(DESTDIR)$(NGINXDIR)/$${file##*/} && rm -f $(DESTDIR)$(NGINXDIR)/$${file##*/}; true; done
 
 deb: dist ## a Debian package (.build/deb/tokensignin_VERSION_ARCH.deb) of the same files for PREFIX=/usr
