@@ -75,7 +75,7 @@ struct OperatorCommands {
     /// revoked longer ago than the retention, and old audit rows, in batches of `--batch` rows (one short
     /// statement each, so sign-ins never wait on it).
     func prune(_ arguments: [String]) -> Int32 {
-        var policy = PrunePolicy()
+        var policy = PrunePolicy.standard
         guard let options = try? Arguments(arguments, options: ["--revoked-retention": .value, "--audit-retention": .value,
                                                                 "--batch": .value]),
               options.positionals.isEmpty else { return usage(Self.pruneUsage) }

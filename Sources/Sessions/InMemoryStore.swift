@@ -17,18 +17,6 @@ package final class InMemoryStore: SessionStore, SecurityEventStore {
         package var tokensInvalidBefore: Int64?
         package var enabledAt: Int64?
         package var flaggedReason: String?
-
-        package init(id: Int64, sub: String, email: String? = nil, emailVerified: Bool, name: String? = nil, blockedAt: Int64? = nil, tokensInvalidBefore: Int64? = nil, enabledAt: Int64? = nil, flaggedReason: String? = nil) {
-            self.id = id
-            self.sub = sub
-            self.email = email
-            self.emailVerified = emailVerified
-            self.name = name
-            self.blockedAt = blockedAt
-            self.tokensInvalidBefore = tokensInvalidBefore
-            self.enabledAt = enabledAt
-            self.flaggedReason = flaggedReason
-        }
         package var blocked: Bool { blockedAt != nil }
     }
 
@@ -39,15 +27,6 @@ package final class InMemoryStore: SessionStore, SecurityEventStore {
         package var outcome: String
         package var state: String?
         package var sessionsRevoked: Int
-
-        package init(jti: String, type: String, userID: Int64? = nil, outcome: String, state: String? = nil, sessionsRevoked: Int) {
-            self.jti = jti
-            self.type = type
-            self.userID = userID
-            self.outcome = outcome
-            self.state = state
-            self.sessionsRevoked = sessionsRevoked
-        }
     }
 
     package struct Session {
@@ -61,19 +40,6 @@ package final class InMemoryStore: SessionStore, SecurityEventStore {
         package var clientID: String?
         package var userAgent: String?
         package var ip: String?
-
-        package init(id: Int64, userID: Int64, hash: SessionToken.Hash, createdAt: Int64, lastSeenAt: Int64, expiresAt: Int64, revokedReason: String? = nil, clientID: String? = nil, userAgent: String? = nil, ip: String? = nil) {
-            self.id = id
-            self.userID = userID
-            self.hash = hash
-            self.createdAt = createdAt
-            self.lastSeenAt = lastSeenAt
-            self.expiresAt = expiresAt
-            self.revokedReason = revokedReason
-            self.clientID = clientID
-            self.userAgent = userAgent
-            self.ip = ip
-        }
     }
 
     package struct AuditRow: Equatable {
@@ -81,13 +47,6 @@ package final class InMemoryStore: SessionStore, SecurityEventStore {
         package var reason: String?
         package var sub: String?
         package var sessionID: Int64?
-
-        package init(outcome: String, reason: String? = nil, sub: String? = nil, sessionID: Int64? = nil) {
-            self.outcome = outcome
-            self.reason = reason
-            self.sub = sub
-            self.sessionID = sessionID
-        }
     }
 
     package let policy: SessionPolicy

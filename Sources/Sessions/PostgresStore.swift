@@ -306,17 +306,6 @@ package struct UserSession: Sendable, Equatable {
     package var ip: String?
     package var clientID: String?
     package var userAgent: String?
-
-    package init(id: Int64, createdAt: Timestamp, lastSeenAt: Timestamp, expiresAt: Timestamp, state: String, ip: String? = nil, clientID: String? = nil, userAgent: String? = nil) {
-        self.id = id
-        self.createdAt = createdAt
-        self.lastSeenAt = lastSeenAt
-        self.expiresAt = expiresAt
-        self.state = state
-        self.ip = ip
-        self.clientID = clientID
-        self.userAgent = userAgent
-    }
 }
 
 /// How `tokensignin prune` deletes: retention periods and the batch size. Idle sessions go by the idle timeout the
@@ -326,17 +315,16 @@ package struct PrunePolicy: Sendable, Equatable {
     package var auditRetention: Int64 = 90 * 86_400
     package var batch = 1_000
 
-    package init(revokedRetention: Int64 = 30 * 86_400, auditRetention: Int64 = 90 * 86_400, batch: Int = 1_000) {
-        self.revokedRetention = revokedRetention
-        self.auditRetention = auditRetention
-        self.batch = batch
-    }
-
     /// Ids per statement of the idle walk: each reads at most this many sessions.
     package var idleChunk: Int { batch * 10 }
 
     /// The shortest audit retention `signin.prune_sign_ins` accepts: the service's role can never erase the last week.
     package static let minimumAuditRetention: Int64 = 7 * 86_400
+}
+
+extension PrunePolicy {
+    /// The defaults; the command sets what its options give.
+    package static let standard = PrunePolicy()
 }
 
 /// The session settings the responder recorded in `signin.service_settings`.
@@ -346,13 +334,6 @@ package struct RecordedSettings: Sendable, Equatable {
     package var updatedAt: Timestamp
     /// The version line of the responder that wrote them.
     package var updatedBy: String
-
-    package init(idleTimeout: Int64, lifetime: Int64, updatedAt: Timestamp, updatedBy: String) {
-        self.idleTimeout = idleTimeout
-        self.lifetime = lifetime
-        self.updatedAt = updatedAt
-        self.updatedBy = updatedBy
-    }
 }
 
 /// What one `tokensignin prune` deleted, and the idle timeout it went by (nil: none recorded, so no session was
@@ -361,12 +342,6 @@ package struct PruneOutcome: Sendable, Equatable {
     package var sessions: Int
     package var signIns: Int
     package var settings: RecordedSettings?
-
-    package init(sessions: Int, signIns: Int, settings: RecordedSettings? = nil) {
-        self.sessions = sessions
-        self.signIns = signIns
-        self.settings = settings
-    }
 }
 
 /// What `tokensignin sessions revoke --all` did: how many sessions it revoked, all created before `cutoff` (RFC
@@ -374,11 +349,6 @@ package struct PruneOutcome: Sendable, Equatable {
 package struct RevokedEveryone: Sendable, Equatable {
     package var revoked: Int
     package var cutoff: String
-
-    package init(revoked: Int, cutoff: String) {
-        self.revoked = revoked
-        self.cutoff = cutoff
-    }
 }
 
 // MARK: operator commands (`tokensignin sessions`, `tokensignin prune`)

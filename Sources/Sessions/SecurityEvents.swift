@@ -57,7 +57,7 @@ package struct SecurityEventRecord: Sendable, Equatable {
     /// The SET's iat (Unix seconds): when Google issued the event.
     package var issuedAt: Int64
 
-    package init(jti: String, issuer: String, type: String, subject: String? = nil, reason: String? = nil, state: String? = nil, issuedAt: Int64) {
+    package init(jti: String, issuer: String, type: String, subject: String?, reason: String?, state: String?, issuedAt: Int64) {
         self.jti = jti
         self.issuer = issuer
         self.type = type
@@ -77,13 +77,6 @@ package struct AppliedSecurityEvent: Sendable, Equatable {
     /// `sessions_revoked`, `blocked`, ... (the column's values); `duplicate` for a redelivered event.
     package var outcome: String
     package var sessionsRevoked: Int
-
-    package init(type: String, userID: Int64? = nil, outcome: String, sessionsRevoked: Int) {
-        self.type = type
-        self.userID = userID
-        self.outcome = outcome
-        self.sessionsRevoked = sessionsRevoked
-    }
 
     package static let duplicate = "duplicate"
 }

@@ -84,13 +84,6 @@ package struct SignedIn: Sendable, Equatable {
     package var created: Bool
     package var sessionID: Int64
     package var expiresAt: Timestamp
-
-    package init(userID: Int64, created: Bool, sessionID: Int64, expiresAt: Timestamp) {
-        self.userID = userID
-        self.created = created
-        self.sessionID = sessionID
-        self.expiresAt = expiresAt
-    }
 }
 
 /// A live session and its user, as the session check answers it.
@@ -101,15 +94,6 @@ package struct LiveSession: Sendable, Equatable {
     package var email: String?
     package var emailVerified: Bool
     package var expiresAt: Timestamp
-
-    package init(sessionID: Int64, userID: Int64, sub: String, email: String? = nil, emailVerified: Bool, expiresAt: Timestamp) {
-        self.sessionID = sessionID
-        self.userID = userID
-        self.sub = sub
-        self.email = email
-        self.emailVerified = emailVerified
-        self.expiresAt = expiresAt
-    }
 }
 
 /// One of the user's live sessions, for the devices list.
@@ -123,39 +107,18 @@ package struct SessionSummary: Sendable, Equatable {
     package var clientID: String?
     /// The session making the request.
     package var current: Bool
-
-    package init(id: Int64, createdAt: Timestamp, lastSeenAt: Timestamp, expiresAt: Timestamp, userAgent: String? = nil, ip: String? = nil, clientID: String? = nil, current: Bool) {
-        self.id = id
-        self.createdAt = createdAt
-        self.lastSeenAt = lastSeenAt
-        self.expiresAt = expiresAt
-        self.userAgent = userAgent
-        self.ip = ip
-        self.clientID = clientID
-        self.current = current
-    }
 }
 
 /// A page of the devices list, newest first; `next` is the cursor for the following page, if any.
 package struct SessionPage: Sendable, Equatable {
     package var sessions: [SessionSummary]
     package var next: Int64?
-
-    package init(sessions: [SessionSummary], next: Int64? = nil) {
-        self.sessions = sessions
-        self.next = next
-    }
 }
 
 /// What sign-out did: the presenting session and how many sessions it ended (itself included).
 package struct SignedOut: Sendable, Equatable {
     package var sessionID: Int64
     package var revoked: Int
-
-    package init(sessionID: Int64, revoked: Int) {
-        self.sessionID = sessionID
-        self.revoked = revoked
-    }
 }
 
 /// What revoking one of the user's own sessions did.
