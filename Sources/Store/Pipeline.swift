@@ -22,14 +22,31 @@ extension Connection {
     /// runs unnamed.
     public func executeBatch(_ statement: Statement, _ batch: [[any SQLParameter]],
                              waitsOnRows: Bool = false) throws(StoreError) -> [Result<Rows, StoreError>] {
-        var results = [Result<Rows, StoreError>?](repeating: nil, count: batch.count)
+        try executeBatch(statement, count: batch.count, waitsOnRows: waitsOnRows) { (index) throws(StoreError) in
+            try Connection.texts(batch[index])
+        }
+    }
+
+    /// Runs a typed statement once for each value of its arguments in one pipeline, as `executeBatch(_:_:waitsOnRows:)`
+    /// runs a statement.
+    public func executeBatch<Arguments>(_ statement: TypedStatement<Arguments>, _ batch: [Arguments],
+                                        waitsOnRows: Bool = false) throws(StoreError) -> [Result<Rows, StoreError>] {
+        try executeBatch(statement.statement, count: batch.count, waitsOnRows: waitsOnRows) { (index) throws(StoreError) in
+            try statement.texts(batch[index])
+        }
+    }
+
+    /// The batch of `count` items whose parameters `itemTexts` makes, by position.
+    func executeBatch(_ statement: Statement, count: Int, waitsOnRows: Bool,
+                      itemTexts: (Int) throws(StoreError) -> ParameterTexts) throws(StoreError) -> [Result<Rows, StoreError>] {
+        var results = [Result<Rows, StoreError>?](repeating: nil, count: count)
         var texts: [ParameterTexts] = []
-        texts.reserveCapacity(batch.count)
+        texts.reserveCapacity(count)
         var pending: [Int] = []
-        for (index, params) in batch.enumerated() {
+        for index in 0..<count {
             // Parameters are checked (count, NUL) before anything is queued: half a pipeline cannot be taken back.
             do throws(StoreError) {
-                texts.append(try Connection.texts(params))
+                texts.append(try itemTexts(index))
                 pending.append(index)
             } catch {
                 texts.append(ParameterTexts(count: 0))
@@ -155,9 +172,8 @@ extension Connection {
     /// Runs `sql` after `localTimeouts` in one pipeline, one round trip: the two statements and the Sync after
     /// them are one implicit transaction on one server session (a pooler hands the session on only after the
     /// Sync), so the timeouts hold for this statement and end with it. A failure of either rolls both back.
-    func withLocalTimeouts(_ sql: String, _ params: [any SQLParameter]) throws(StoreError) -> Rows {
-        // Parameters are checked (a NUL) before anything is queued.
-        let texts = try Connection.texts(params)
+    func withLocalTimeouts(_ sql: String, _ texts: ParameterTexts) throws(StoreError) -> Rows {
+        // The parameters were checked (a NUL) before anything is queued: the caller made `texts`.
         switch try pipeline(Statement(name: "", sql: sql), [texts])[0] {
         case .done(let rows): return rows
         case .failed(let error): throw error

@@ -9,22 +9,45 @@ extension Connection {
     /// Runs `sql` with `$n` parameters (text format; a nil value is NULL) through the extended protocol.
     @discardableResult
     public func query(_ sql: String, _ params: [any SQLParameter] = []) throws(StoreError) -> Rows {
-        try ensureConnected()
-        if pooler == .transaction && !isInTransaction { return try withLocalTimeouts(sql, params) }
-        let sent = try Connection.withParameters(params) { count, values in
-            PQsendQueryParams(pg, sql, count, nil, values, nil, nil, 0)
-        }
-        return try rows(from: results(sent: sent))
+        try query(sql) { () throws(StoreError) in try Connection.texts(params) }
     }
 
     /// Runs a named prepared statement, preparing it first if this server session has not seen it. Behind a
     /// transaction pooler the same SQL runs unnamed instead (the session may be another client's next).
     @discardableResult
     public func execute(_ statement: Statement, _ params: [any SQLParameter] = []) throws(StoreError) -> Rows {
-        if pooler == .transaction { return try query(statement.sql, params) }
+        try execute(statement) { () throws(StoreError) in try Connection.texts(params) }
+    }
+
+    /// Runs a typed statement with its parameters read from `arguments`, as `execute(_:_:)` runs a statement.
+    @discardableResult
+    public func execute<Arguments>(_ statement: TypedStatement<Arguments>, _ arguments: Arguments) throws(StoreError) -> Rows {
+        try execute(statement.statement) { () throws(StoreError) in try statement.texts(arguments) }
+    }
+
+    /// Runs a typed statement that has no parameters.
+    @discardableResult
+    public func execute(_ statement: TypedStatement<Void>) throws(StoreError) -> Rows {
+        try execute(statement, ())
+    }
+
+    // `texts` makes the parameters' texts where the statement is about to be sent (again, for a statement prepared
+    // again): whether positional or typed, they are checked at the same point of a call.
+
+    func query(_ sql: String, texts: () throws(StoreError) -> ParameterTexts) throws(StoreError) -> Rows {
+        try ensureConnected()
+        if pooler == .transaction && !isInTransaction { return try withLocalTimeouts(sql, texts()) }
+        let sent = Connection.withTexts(try texts()) { count, values in
+            PQsendQueryParams(pg, sql, count, nil, values, nil, nil, 0)
+        }
+        return try rows(from: results(sent: sent))
+    }
+
+    func execute(_ statement: Statement, texts: () throws(StoreError) -> ParameterTexts) throws(StoreError) -> Rows {
+        if pooler == .transaction { return try query(statement.sql, texts: texts) }
         try ensureConnected()
         try prepareIfNeeded(statement)
-        let sent = try Connection.withParameters(params) { count, values in
+        let sent = Connection.withTexts(try texts()) { count, values in
             PQsendQueryPrepared(pg, statement.name, count, values, nil, nil, 0)
         }
         do {
@@ -33,7 +56,7 @@ extension Connection {
             // The session lost its prepared statements (DISCARD ALL, a pooler); nothing ran, so prepare again.
             prepared[statement.name] = nil
             try prepareIfNeeded(statement)
-            let again = try Connection.withParameters(params) { count, values in
+            let again = Connection.withTexts(try texts()) { count, values in
                 PQsendQueryPrepared(pg, statement.name, count, values, nil, nil, 0)
             }
             return try rows(from: results(sent: again))
