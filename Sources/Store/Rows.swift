@@ -95,16 +95,6 @@ struct QueryResult: ~Copyable {
     /// PQcmdTuples' decimal count; 0 when it is empty (the statement reports none), not a count, or beyond `Int`.
     private static func count(_ text: UnsafePointer<CChar>?) -> Int {
         guard let text else { return 0 }
-        var value = 0, at = 0
-        while text[at] != 0 {
-            let digit = Int(text[at]) - 0x30
-            guard (0...9).contains(digit) else { return 0 }
-            let (tens, over) = value.multipliedReportingOverflow(by: 10)
-            let (next, carry) = tens.addingReportingOverflow(digit)
-            guard !over, !carry else { return 0 }
-            value = next
-            at += 1
-        }
-        return value
+        return Int(asciiDigits: UnsafeRawBufferPointer(start: text, count: strlen(text))) ?? 0
     }
 }

@@ -132,7 +132,7 @@ public struct SQLTemplate<Arguments>: ExpressibleByStringInterpolation, Sendable
     private static func holdsNumberedParameter(_ text: String) -> Bool {
         var afterDollar = false
         for byte in text.utf8 {
-            if afterDollar && byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") { return true }
+            if afterDollar && byte.isASCIIDigit { return true }
             afterDollar = byte == UInt8(ascii: "$")
         }
         return false
