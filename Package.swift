@@ -24,7 +24,7 @@ let package = Package(
         .target(name: "IDToken", dependencies: ["CodedErrors", "COpenSSL"], swiftSettings: strict),
         .target(name: "GoogleKeys", dependencies: ["IDToken", "Threads", "CCurl"], swiftSettings: strict),
         .target(name: "Signing", dependencies: ["CodedErrors", "IDToken", "COpenSSL"], swiftSettings: strict),
-        .target(name: "Store", dependencies: ["CLibPQ"], swiftSettings: strict),
+        .target(name: "Store", dependencies: ["CLibPQ", "CodedErrors"], swiftSettings: strict),
         .target(name: "FastCGI", dependencies: ["Threads", "CFastCGI"], swiftSettings: strict),
         // The POSIX thread tools FastCGI and GoogleKeys share (threads, a monitor, monotonic deadlines).
         .target(name: "Threads", swiftSettings: strict),

@@ -16,17 +16,16 @@ public struct Migration: Sendable, Equatable {
     public static func isMigrationFileName(_ name: String) -> Bool {
         guard name.hasSuffix(".sql") else { return false }
         let stem = name.utf8.dropLast(4)
-        let digits = stem.prefix { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }
+        let digits = stem.prefix(while: \.isASCIIDigit)
         let rest = stem.dropFirst(digits.count)
         guard digits.count >= 3, rest.first == UInt8(ascii: "_"), rest.count > 1 else { return false }
         return rest.dropFirst().allSatisfy {
-            ($0 >= UInt8(ascii: "a") && $0 <= UInt8(ascii: "z")) || ($0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9"))
-                || $0 == UInt8(ascii: "_")
+            ($0 >= UInt8(ascii: "a") && $0 <= UInt8(ascii: "z")) || $0.isASCIIDigit || $0 == UInt8(ascii: "_")
         }
     }
 
-    /// The numeric prefix that orders migrations.
-    var number: Int { Int(String(name.prefix { $0.isNumber })) ?? 0 }
+    /// The numeric prefix that orders migrations (0 when it is beyond `Int`; named migrations always have one).
+    var number: Int { Int(asciiDigits: name.utf8.prefix(while: \.isASCIIDigit)) ?? 0 }
 }
 
 /// Applies migrations forward only. Safe to run again (applies nothing new) and from several processes at

@@ -1,18 +1,9 @@
-// Rows: the copied-out result of one statement (column names, text values, counts), and Statement.
-
-/// A named statement, prepared on each connection the first time it runs there (run unnamed instead behind a
-/// transaction pooler: see `Pooler`).
-public struct Statement: Hashable, Sendable {
-    /// The server-side name of the prepared statement; unique per SQL text within the application.
-    public let name: String
-    /// The SQL with `$1`, `$2`, ... parameters. Never build it from values.
-    public let sql: String
-
-    public init(name: String, sql: String) {
-        self.name = name
-        self.sql = sql
-    }
-}
+// Rows: one statement's result copied out of libpq (column names, text values, counts), and the PGresult it
+// is copied from.
+import CLibPQ
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// The result of one statement, copied out of libpq (text format; `nil` is SQL NULL). The column names and the
 /// command tag are kept as the bytes libpq gave, and made Strings only when asked for: a caller that decodes
@@ -66,4 +57,44 @@ public struct Rows: Sendable {
 
     /// The index of the column named `name`, if the result has one.
     public func columnIndex(_ name: String) -> Int? { columns.firstIndex(of: name) }
+}
+
+/// A PGresult owned for one scope: cleared when the struct goes away, never copied.
+struct QueryResult: ~Copyable {
+    let pointer: OpaquePointer
+    init(_ pointer: OpaquePointer) { self.pointer = pointer }
+    deinit { PQclear(pointer) }
+
+    /// Copies values and counts out of libpq's memory, and the column names and command tag as bytes.
+    func rows() -> Rows {
+        let rowCount = Int(PQntuples(pointer))
+        let columnCount = Int(PQnfields(pointer))
+        var labels: [UInt8] = []
+        labels.reserveCapacity(16 * columnCount + 16)
+        func appendLabel(_ text: UnsafePointer<CChar>?) {
+            if let text { labels.append(contentsOf: UnsafeRawBufferPointer(start: text, count: strlen(text))) }
+            labels.append(0)
+        }
+        for column in 0..<Int32(columnCount) { appendLabel(PQfname(pointer, column)) }
+        appendLabel(PQcmdStatus(pointer))
+        var values: [String?] = []
+        values.reserveCapacity(rowCount * columnCount)
+        for row in 0..<Int32(rowCount) {
+            for column in 0..<Int32(columnCount) {
+                if PQgetisnull(pointer, row, column) == 1 {
+                    values.append(nil)
+                } else {
+                    values.append(String(cString: PQgetvalue(pointer, row, column)))
+                }
+            }
+        }
+        return Rows(columnCount: columnCount, count: rowCount, affectedRows: Self.count(PQcmdTuples(pointer)),
+                    labels: labels, values: values)
+    }
+
+    /// PQcmdTuples' decimal count; 0 when it is empty (the statement reports none), not a count, or beyond `Int`.
+    private static func count(_ text: UnsafePointer<CChar>?) -> Int {
+        guard let text else { return 0 }
+        return Int(asciiDigits: UnsafeRawBufferPointer(start: text, count: strlen(text))) ?? 0
+    }
 }

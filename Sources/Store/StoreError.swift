@@ -1,12 +1,36 @@
 // The one error type of the Store module: why a connection, statement or migration failed.
+import CodedErrors
 
 /// A database failure. Equality is on `code` only; `detail` is for operators' logs, never for clients.
-public struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
+public struct StoreError: CodedError {
     /// A stable, machine-readable reason (`connection_lost`, `unique_violation`, ...), used in logs and metrics.
-    public struct Code: Hashable, Sendable, CustomStringConvertible {
-        public let name: String
-        init(_ name: String) { self.name = name }
-        public var description: String { name }
+    public enum Code: String, ReasonCode {
+        /// Could not open (or re-open) a connection: server down, wrong address, authentication refused, timeout.
+        case connectionFailed = "connection_failed"
+        /// The connection broke during a call (server restarted, backend terminated, network lost).
+        case connectionLost = "connection_lost"
+        /// The server rejected the statement (syntax, type, permission, check in a function, ...).
+        case queryFailed = "query_failed"
+        /// SQLSTATE 23505: a unique or primary-key constraint refused the row.
+        case uniqueViolation = "unique_violation"
+        /// Any other integrity constraint (class 23: check, foreign key, not null, exclusion).
+        case constraintViolation = "constraint_violation"
+        /// SQLSTATE 40001 or 40P01: the transaction lost a race; running it again may succeed.
+        case serializationFailure = "serialization_failure"
+        /// SQLSTATE 57014 or 55P03: the statement or lock timeout fired (a long lock, an overloaded server).
+        case timedOut = "timed_out"
+        /// SQLSTATE 42501: the role lacks a privilege (a deployment fault, not an outage).
+        case permissionDenied = "permission_denied"
+        /// A result did not have the shape the caller's SQL promises (column count, NULL, type): a bug, not an outage.
+        case unexpectedResult = "unexpected_result"
+        /// A parameter or statement libpq cannot carry (a NUL character in text, two statements under one name).
+        case invalidParameter = "invalid_parameter"
+        /// A migration file is unreadable, misnamed, duplicated, not UTF-8, failed, or ended its own transaction.
+        case badMigration = "bad_migration"
+        /// The migrations folder cannot be opened (mistyped, or not installed).
+        case noMigrationFolder = "no_migration_folder"
+        /// A migration file changed after it was applied; the database and the files no longer agree.
+        case checksumMismatch = "checksum_mismatch"
     }
 
     public let code: Code
@@ -24,20 +48,19 @@ public struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
         self.detail = detail
     }
 
-    public static func == (lhs: Self, rhs: Self) -> Bool { lhs.code == rhs.code }
-    public func hash(into hasher: inout Hasher) { hasher.combine(code) }
-    public var description: String { code.name }
-
     /// True when the same request may succeed if tried again: the database is down, restarting, failing over
     /// or overloaded, a timeout fired, or the transaction lost a race. The client is not at fault: answer 503.
     /// Anything else (a missing table, a permission refused, a constraint our own SQL broke) is a fault of the
     /// deployment or the code, and retrying will not help.
     public var isRetryable: Bool {
-        if code == .connectionFailed || code == .connectionLost || code == .serializationFailure || code == .timedOut {
+        switch code {
+        case .connectionFailed, .connectionLost, .serializationFailure, .timedOut:
             return true
+        case .queryFailed, .uniqueViolation, .constraintViolation, .permissionDenied, .unexpectedResult,
+             .invalidParameter, .badMigration, .noMigrationFolder, .checksumMismatch:
+            // A code made by hand may still carry the server's word that the condition passes (53300 as query_failed).
+            return sqlState.map(StoreError.isRetryable(sqlState:)) ?? false
         }
-        guard let sqlState else { return false }
-        return StoreError.isRetryable(sqlState: sqlState)
     }
 
     /// A retryable failure that any statement would meet now (the connection, a timeout, the server out of
@@ -45,9 +68,15 @@ public struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
     /// serialization failure (another transaction holds or changed that statement's rows). In a batch, an outage
     /// fails every pending item; a statement's own failure only that one (`Connection.executeBatch`).
     public var isOutage: Bool {
-        guard isRetryable else { return false }
-        if code == .serializationFailure { return false }
-        return sqlState != "55P03"
+        switch code {
+        case .serializationFailure:
+            return false
+        case .connectionFailed, .connectionLost, .timedOut, .queryFailed, .uniqueViolation, .constraintViolation,
+             .permissionDenied, .unexpectedResult, .invalidParameter, .badMigration, .noMigrationFolder,
+             .checksumMismatch:
+            // 55P03 is a lock not granted: that statement's rows, not the server.
+            return isRetryable && sqlState != "55P03"
+        }
     }
 
     /// Class 08 (connection exception), class 53 (insufficient resources: too many connections, out of memory
@@ -76,33 +105,4 @@ public struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
         default: return sqlState.hasPrefix("23") ? .constraintViolation : .queryFailed
         }
     }
-}
-
-extension StoreError.Code {
-    /// Could not open (or re-open) a connection: server down, wrong address, authentication refused, timeout.
-    public static let connectionFailed = Self("connection_failed")
-    /// The connection broke during a call (server restarted, backend terminated, network lost).
-    public static let connectionLost = Self("connection_lost")
-    /// The server rejected the statement (syntax, type, permission, check in a function, ...).
-    public static let queryFailed = Self("query_failed")
-    /// SQLSTATE 23505: a unique or primary-key constraint refused the row.
-    public static let uniqueViolation = Self("unique_violation")
-    /// Any other integrity constraint (class 23: check, foreign key, not null, exclusion).
-    public static let constraintViolation = Self("constraint_violation")
-    /// SQLSTATE 40001 or 40P01: the transaction lost a race; running it again may succeed.
-    public static let serializationFailure = Self("serialization_failure")
-    /// SQLSTATE 57014 or 55P03: the statement or lock timeout fired (a long lock, an overloaded server).
-    public static let timedOut = Self("timed_out")
-    /// SQLSTATE 42501: the role lacks a privilege (a deployment fault, not an outage).
-    public static let permissionDenied = Self("permission_denied")
-    /// A result did not have the shape the caller's SQL promises (column count, NULL, type): a bug, not an outage.
-    public static let unexpectedResult = Self("unexpected_result")
-    /// A parameter or statement libpq cannot carry (a NUL character in text, two statements under one name).
-    public static let invalidParameter = Self("invalid_parameter")
-    /// A migration file is unreadable, misnamed, duplicated, not UTF-8, failed, or ended its own transaction.
-    public static let badMigration = Self("bad_migration")
-    /// The migrations folder cannot be opened (mistyped, or not installed).
-    public static let noMigrationFolder = Self("no_migration_folder")
-    /// A migration file changed after it was applied; the database and the files no longer agree.
-    public static let checksumMismatch = Self("checksum_mismatch")
 }

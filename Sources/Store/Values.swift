@@ -58,6 +58,31 @@ extension Int64: SQLParameter, SQLDecodable {
     }
 }
 
+extension Int {
+    /// The value of `digits` when they are ASCII decimal digits and nothing else; nil when there are none, another
+    /// byte is among them, or the value is beyond `Int`. Store's one reader of unsigned decimal text: the count of a
+    /// command tag, a migration's number. (A column's value, which may be signed, is `Int64(sqlText:)`.)
+    init?(asciiDigits digits: some Sequence<UInt8>) {
+        var value = 0
+        var any = false
+        for byte in digits {
+            guard byte.isASCIIDigit else { return nil }
+            let (tens, over) = value.multipliedReportingOverflow(by: 10)
+            let (next, carry) = tens.addingReportingOverflow(Int(byte &- UInt8(ascii: "0")))
+            guard !over, !carry else { return nil }
+            value = next
+            any = true
+        }
+        guard any else { return nil }
+        self = value
+    }
+}
+
+extension UInt8 {
+    /// `0` to `9` in ASCII.
+    var isASCIIDigit: Bool { self >= UInt8(ascii: "0") && self <= UInt8(ascii: "9") }
+}
+
 extension Int: SQLParameter, SQLDecodable {
     public func appendSQLText(to text: inout [UInt8]) -> Bool { Int64(self).appendSQLText(to: &text) }
     public init(sqlText: String?) throws(StoreError) {
