@@ -1,5 +1,5 @@
 // One connection from the web server: its socket, its parser, and who holds it right now.
-import CFastCGI
+import CLinuxFastCGI
 import Glibc
 import Synchronization
 import Threads

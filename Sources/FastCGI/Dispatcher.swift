@@ -1,7 +1,7 @@
 // The dispatcher: every worker waits on one epoll set, reads the connection whose event it gets (non-blocking,
 // within the parser's limits) and serves its request if the request's lane has room; a timer thread keeps
 // the deadlines, the lanes' waiting times and the graceful stop.
-import CFastCGI
+import CLinuxFastCGI
 import Glibc
 import Synchronization
 import Threads
@@ -532,7 +532,7 @@ final class Dispatcher: Sendable {
                 timer.poke()
                 return nil
             }
-            let fd = cfastcgi_accept_nonblocking(listener.fd)
+            let fd = clinuxfastcgi_accept_nonblocking(listener.fd)
             guard fd >= 0 else {
                 switch errno {
                 case EMFILE, ENFILE, ENOBUFS, ENOMEM:

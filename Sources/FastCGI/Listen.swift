@@ -1,5 +1,5 @@
 // Where the responder listens (`TOKENSIGNIN_LISTEN`), and opening or adopting that socket.
-import CFastCGI
+import CLinuxFastCGI
 import Glibc
 import Synchronization
 
