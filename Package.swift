@@ -25,7 +25,7 @@ let package = Package(
         .target(name: "GoogleKeys", dependencies: ["IDToken", "Threads", "CCurl"], swiftSettings: strict),
         .target(name: "Signing", dependencies: ["IDToken", "COpenSSL"], swiftSettings: strict),
         .target(name: "Store", dependencies: ["CLibPQ"], swiftSettings: strict),
-        .target(name: "FastCGI", dependencies: ["Threads", "CLinuxFastCGI"], swiftSettings: strict),
+        .target(name: "FastCGI", dependencies: ["CodedErrors", "Threads", "CLinuxFastCGI"], swiftSettings: strict),
         // The POSIX thread tools FastCGI and GoogleKeys share (threads, a monitor, monotonic deadlines).
         .target(name: "Threads", swiftSettings: strict),
         .target(name: "SignIn", dependencies: ["IDToken", "GoogleKeys", "Signing", "Store", "FastCGI"], swiftSettings: strict,
