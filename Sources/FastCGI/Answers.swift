@@ -1,6 +1,5 @@
 // Writing answers: the handler's response (or the 500 that replaces one that cannot be sent), the lane's
 // overload answer, and what happens to the connection after each.
-import Glibc
 import Threads
 
 extension Dispatcher {
@@ -40,7 +39,7 @@ extension Dispatcher {
             }
             // Closing with the body unread would reset the connection under the peer, which may still be
             // writing it (and lose the answer): end our side, skip the rest of the body, then close.
-            _ = shutdown(connection.fd, Int32(SHUT_WR))
+            connection.endWriting()
             connection.parser.haltWhenIdle = true
         }
         connection.parser.requestAnswered()

@@ -22,8 +22,6 @@ final class Dispatcher: Sendable {
     let report: @Sendable (FastCGIError) -> Void
 
     let listener: Listener
-    /// Whether connections are taken from the listener, under the lock every accept takes.
-    let listening = Mutex<ListenerState>(ListenerState())
     let epoll: EventSet
     let connections: OpenConnections
     /// Connections the timer or a worker gives back to the workers, and requests a batching worker read for
@@ -42,7 +40,7 @@ final class Dispatcher: Sendable {
          overloaded: @escaping @Sendable (Request) -> Response,
          report: @escaping @Sendable (FastCGIError) -> Void) throws(FastCGIError) {
         let epoll = try EventSet()
-        guard epoll.arm(listener.fd, tag: EventSet.listenerTag, adding: true) else {
+        guard listener.accepting.withLock({ $0.arm(in: epoll, adding: true) }) else {
             throw FastCGIError(.startFailed, errnoText("epoll_ctl"))
         }
         self.epoll = epoll

@@ -24,8 +24,8 @@ struct EventSet: ~Copyable, Sendable {
         let set = Descriptor(setFD)
         let exit = try Self.eventDescriptor()
         let handBack = try Self.eventDescriptor()
-        guard Self.control(set, EPOLL_CTL_ADD, exit.raw, tag: Self.exitTag, oneShot: false),
-              Self.control(set, EPOLL_CTL_ADD, handBack.raw, tag: Self.handBackTag, oneShot: true)
+        guard Self.control(set, EPOLL_CTL_ADD, exit, tag: Self.exitTag, oneShot: false),
+              Self.control(set, EPOLL_CTL_ADD, handBack, tag: Self.handBackTag, oneShot: true)
         else { throw FastCGIError(.startFailed, errnoText("epoll_ctl")) }
         self.set = set
         self.exit = exit
@@ -45,12 +45,12 @@ struct EventSet: ~Copyable, Sendable {
     }
 
     /// Adds a socket (`adding`) or re-arms it for its next event (one-shot), with `tag`.
-    func arm(_ socket: Int32, tag: UInt64, adding: Bool) -> Bool {
+    func arm(_ socket: borrowing Descriptor, tag: UInt64, adding: Bool) -> Bool {
         Self.control(set, adding ? EPOLL_CTL_ADD : EPOLL_CTL_MOD, socket, tag: tag, oneShot: true)
     }
 
-    func remove(_ socket: Int32) {
-        _ = epoll_ctl(set.raw, EPOLL_CTL_DEL, socket, nil)
+    func remove(_ socket: borrowing Descriptor) {
+        _ = epoll_ctl(set.raw, EPOLL_CTL_DEL, socket.raw, nil)
     }
 
     /// Tells a worker there is work on the hand-back list.
@@ -64,7 +64,7 @@ struct EventSet: ~Copyable, Sendable {
 
     /// Lets the next hand-back event wake a worker.
     func rearmHandBack() {
-        _ = Self.control(set, EPOLL_CTL_MOD, handBack.raw, tag: Self.handBackTag, oneShot: true)
+        _ = Self.control(set, EPOLL_CTL_MOD, handBack, tag: Self.handBackTag, oneShot: true)
     }
 
     /// Wakes every worker to leave (the event is never taken, so each one sees it).
@@ -75,11 +75,11 @@ struct EventSet: ~Copyable, Sendable {
         _ = Glibc.write(eventfd.raw, &one, 8)
     }
 
-    private static func control(_ set: borrowing Descriptor, _ operation: Int32, _ target: Int32, tag: UInt64,
+    private static func control(_ set: borrowing Descriptor, _ operation: Int32, _ target: borrowing Descriptor, tag: UInt64,
                                 oneShot: Bool) -> Bool {
         var event = epoll_event()
         event.events = EPOLLIN.rawValue | (oneShot ? EPOLLONESHOT.rawValue : 0)
         event.data.u64 = tag
-        return epoll_ctl(set.raw, operation, target, &event) == 0
+        return epoll_ctl(set.raw, operation, target.raw, &event) == 0
     }
 }

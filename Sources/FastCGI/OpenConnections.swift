@@ -1,6 +1,5 @@
 // The open connections: accepting them, the set the stop drains and `maxConnections` counts, the set of those
 // parked on the clock, and closing one.
-import CLinuxFastCGI
 import Glibc
 import Synchronization
 import Threads
@@ -47,26 +46,17 @@ struct OpenConnections: ~Copyable, Sendable {
     var anyOnTheClock: Bool { clocked.withLock { !$0.isEmpty } }
 }
 
-/// Whether the dispatcher takes connections from the listener.
-struct ListenerState {
-    /// Connections are taken (false once the stop began, or accepting failed for good).
-    var on = true
-    /// Accepting paused (out of descriptors, or at maxConnections) since then; the timer resumes it.
-    var pausedAt: UInt64?
-}
-
 extension Dispatcher {
     /// Accepts one connection (the listener's event is one-shot: re-armed here, so one worker accepts at a time).
     func acceptOne() -> Connection? {
-        listening.withLock { listening -> Connection? in
+        listener.accepting.withLock { listening -> Connection? in
             guard listening.on, listening.pausedAt == nil else { return nil }
             guard connections.open.current < limits.maxConnections else {
                 listening.pausedAt = monotonicNanoseconds()
                 timer.poke()
                 return nil
             }
-            let fd = clinuxfastcgi_accept_nonblocking(listener.fd)
-            guard fd >= 0 else {
+            guard let socket = listening.accept() else {
                 switch errno {
                 case EMFILE, ENFILE, ENOBUFS, ENOMEM:
                     // Out of descriptors or memory: the connection stays queued; the timer resumes in 10 ms.
@@ -79,12 +69,12 @@ extension Dispatcher {
                     // EAGAIN (another process sharing the socket took it), ECONNABORTED, EPROTO, what a TCP
                     // connection can die of before it is accepted, EPERM from a security module: that
                     // connection is lost, the listener is fine.
-                    _ = epoll.arm(listener.fd, tag: EventSet.listenerTag, adding: false)
+                    _ = listening.arm(in: epoll)
                 }
                 return nil
             }
-            _ = epoll.arm(listener.fd, tag: EventSet.listenerTag, adding: false)
-            let connection = Connection(Descriptor(fd), limits: limits, now: monotonicNanoseconds())
+            _ = listening.arm(in: epoll)
+            let connection = Connection(socket, limits: limits, now: monotonicNanoseconds())
             connections.add(connection)
             counters.accepted.add(1, ordering: .relaxed)
             return connection

@@ -1,6 +1,5 @@
 // A connection's steps on a worker: reading and parsing its bytes into the next request, admitting that
 // request to its lane, parking the connection until its next event, and giving it back at the end of a turn.
-import CLinuxFastCGI
 import Glibc
 import Threads
 
@@ -135,7 +134,7 @@ extension Dispatcher {
         // Armed with the lock held: the timer must not act on it before it is in the set, and the worker that
         // gets its next event waits here until it is marked parked.
         let parked = connection.state.withLock { state in
-            guard arm(connection) else { return false }
+            guard connection.arm(in: epoll) else { return false }
             state = idle ? .idle(since: now) : .waiting
             return true
         }
@@ -143,13 +142,6 @@ extension Dispatcher {
             connections.stopClock(connection)
             close(connection)
         }
-    }
-
-    private func arm(_ connection: Connection) -> Bool {
-        let tag = UInt64(UInt(bitPattern: Unmanaged.passUnretained(connection).toOpaque()))
-        let done = epoll.arm(connection.fd, tag: tag, adding: !connection.registered)
-        if done { connection.registered = true }
-        return done
     }
 
     // MARK: The hand-back list

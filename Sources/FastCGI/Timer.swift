@@ -1,6 +1,5 @@
 // The timer: the thread that called `run` keeps the deadlines, the lanes' waiting times, the rescue of a lent
 // baton and the graceful stop, then lets the workers go.
-import Glibc
 import Synchronization
 import Threads
 
@@ -19,7 +18,7 @@ extension Dispatcher {
             if drainStart != nil && connections.open.current == 0 { break }
             // Every 20 ms while something is on the clock, else every 100 ms (how late a deadline may be noticed
             // after a connection starts arriving or a request starts waiting, which do not wake the timer).
-            let timed = drainStart != nil || connections.anyOnTheClock || listening.withLock { $0.pausedAt != nil }
+            let timed = drainStart != nil || connections.anyOnTheClock || listener.accepting.withLock { $0.pausedAt != nil }
             timer.sleep(milliseconds: timed ? 20 : 100, baton: baton, lastLends: &lastLends)
             let now = monotonicNanoseconds()
             tick(now: now, drainStart: drainStart)
@@ -39,14 +38,13 @@ extension Dispatcher {
         let stall = min(limits.stallTimeout, limits.requestTimeout).nanoseconds
         for connection in connections.onTheClock {
             connection.state.withLock { state in
-                guard state == .waiting, !connection.shutDown else { return }
+                guard state == .waiting, !connection.isShutDown else { return }
                 let overall = elapsed(now, since: connection.busySince) >= total
                 guard overall || elapsed(now, since: connection.lastProgress) >= stall else { return }
                 counters.timeouts.add(1, ordering: .relaxed)
                 report(FastCGIError(.requestTimedOut, overall ? "request not complete within \(limits.requestTimeout)"
                                         : "no byte for \(min(limits.stallTimeout, limits.requestTimeout)) mid-request"))
-                connection.shutDown = true
-                _ = shutdown(connection.fd, Int32(SHUT_RDWR))
+                connection.shutDown()
             }
         }
         // Requests that have waited in their lane's queue too long get the overload answer from here: the
@@ -58,10 +56,10 @@ extension Dispatcher {
             }
         }
         baton.rescue(lentBefore: now &- min(now, Self.lentBatonRescue))
-        listening.withLock { listening in
+        listener.accepting.withLock { listening in
             guard let pausedAt = listening.pausedAt, listening.on, elapsed(now, since: pausedAt) >= 10_000_000,
                   connections.open.current < limits.maxConnections else { return }
-            if epoll.arm(listener.fd, tag: EventSet.listenerTag, adding: false) { listening.pausedAt = nil }
+            if listening.arm(in: epoll) { listening.pausedAt = nil }
         }
         if let drainStart { drain(now: now, since: drainStart) }
     }
@@ -72,11 +70,10 @@ extension Dispatcher {
         let limit = limits.idleTimeout.nanoseconds
         for connection in connections.everyOne {
             connection.state.withLock { state in
-                guard case .idle(let since) = state, !connection.shutDown, elapsed(now, since: since) >= limit else { return }
+                guard case .idle(let since) = state, !connection.isShutDown, elapsed(now, since: since) >= limit else { return }
                 counters.timeouts.add(1, ordering: .relaxed)
                 report(FastCGIError(.requestTimedOut, "kept connection idle for \(limits.idleTimeout)"))
-                connection.shutDown = true
-                _ = shutdown(connection.fd, Int32(SHUT_RDWR))
+                connection.shutDown()
             }
         }
     }
@@ -85,12 +82,12 @@ extension Dispatcher {
 
     private func beginDrain(now: UInt64) {
         stopping.beginDraining()
-        listening.withLock { listening in
+        listener.accepting.withLock { listening in
             listening.on = false
-            epoll.remove(listener.fd)
+            listening.remove(from: epoll)
             // An inherited socket stays open for the next process (connections queued on it wait there); one we
             // opened is closed and its file removed, so new connections are refused at once.
-            listener.close()
+            listener.close(&listening)
         }
         drain(now: now, since: now)
     }
@@ -104,7 +101,7 @@ extension Dispatcher {
         let patience = limits.drainIdle.nanoseconds
         for connection in connections.everyOne {
             connection.state.withLock { state in
-                guard !connection.shutDown else { return }
+                guard !connection.isShutDown else { return }
                 switch state {
                 case .idle:
                     if !force {
@@ -114,9 +111,8 @@ extension Dispatcher {
                             if connection.write(farewell, budget: nil) { return }
                         } else {
                             guard now &- connection.farewellSent >= patience else { return }
-                            var waiting: UInt8 = 0
                             // Bytes already waiting are a request the peer sent: it is read and answered.
-                            if recv(connection.fd, &waiting, 1, Int32(MSG_PEEK) | Int32(MSG_DONTWAIT)) == 1 { return }
+                            if connection.hasBytesWaiting { return }
                         }
                     }
                 case .waiting:
@@ -124,8 +120,7 @@ extension Dispatcher {
                 case .held, .closed:
                     return
                 }
-                connection.shutDown = true
-                _ = shutdown(connection.fd, Int32(SHUT_RDWR))
+                connection.shutDown()
             }
         }
     }

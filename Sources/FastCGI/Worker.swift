@@ -71,8 +71,7 @@ extension Dispatcher {
     /// The connection a listener or connection event gives this worker (the listener's: one just accepted).
     func connection(forEvent tag: UInt64) -> Connection? {
         if tag == EventSet.listenerTag { return acceptOne() }
-        guard let pointer = UnsafeRawPointer(bitPattern: UInt(tag)) else { return nil }
-        let connection = Unmanaged<Connection>.fromOpaque(pointer).takeUnretainedValue()
+        guard let connection = Connection.parked(withTag: tag) else { return nil }
         connection.beginTurn()
         return connection
     }
