@@ -44,6 +44,19 @@ struct OpenConnections: ~Copyable, Sendable {
 
     var onTheClock: [Connection] { clocked.withLock { Array($0.values) } }
     var anyOnTheClock: Bool { clocked.withLock { !$0.isEmpty } }
+
+    /// How many are parked idle between requests, and how many parked with a request (or a record) begun (tests).
+    var parked: (idle: Int, begun: Int) {
+        everyOne.reduce(into: (idle: 0, begun: 0)) { counts, connection in
+            connection.state.withLock { state in
+                switch state {
+                case .idle: counts.idle += 1
+                case .waiting where !connection.parser.isQuiet: counts.begun += 1
+                case .waiting, .held, .closed: break
+                }
+            }
+        }
+    }
 }
 
 extension Dispatcher {

@@ -136,6 +136,9 @@ public final class Server: Sendable {
     /// Connections open right now (tests).
     var openConnections: Int { open.current }
 
+    /// Connections parked idle between requests, and parked with a request begun, right now (tests).
+    var parkedConnections: (idle: Int, begun: Int) { current.withLock { $0?.connections.parked } ?? (0, 0) }
+
     /// Waits until the number of open connections satisfies `predicate` (tests); false on timeout.
     func waitForOpenConnections(timeout: Duration = .seconds(10), _ predicate: (Int) -> Bool) -> Bool {
         open.wait(timeout: timeout, until: predicate)
