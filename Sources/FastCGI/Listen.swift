@@ -58,29 +58,29 @@ struct SocketAddress {
 
     init?(host: String, port: Int) {
         let name = host == "localhost" ? "127.0.0.1" : host
+        let networkPort = in_port_t(UInt16(port).bigEndian)
         var v4 = sockaddr_in()
+        var v6 = sockaddr_in6()
         if inet_pton(AF_INET, name, &v4.sin_addr) == 1 {
             v4.sin_family = sa_family_t(AF_INET)
-            v4.sin_port = in_port_t(UInt16(port).bigEndian)
-            withUnsafeBytes(of: v4) { raw in
-                withUnsafeMutableBytes(of: &storage) { $0.copyMemory(from: raw) }
-            }
-            length = socklen_t(MemoryLayout<sockaddr_in>.size)
-            family = AF_INET
-            return
-        }
-        var v6 = sockaddr_in6()
-        if inet_pton(AF_INET6, name, &v6.sin6_addr) == 1 {
+            v4.sin_port = networkPort
+            store(v4, family: AF_INET)
+        } else if inet_pton(AF_INET6, name, &v6.sin6_addr) == 1 {
             v6.sin6_family = sa_family_t(AF_INET6)
-            v6.sin6_port = in_port_t(UInt16(port).bigEndian)
-            withUnsafeBytes(of: v6) { raw in
-                withUnsafeMutableBytes(of: &storage) { $0.copyMemory(from: raw) }
-            }
-            length = socklen_t(MemoryLayout<sockaddr_in6>.size)
-            family = AF_INET6
-            return
+            v6.sin6_port = networkPort
+            store(v6, family: AF_INET6)
+        } else {
+            return nil
         }
-        return nil
+    }
+
+    /// Copies a `sockaddr_in` or `sockaddr_in6` into `storage`.
+    private mutating func store<Address>(_ address: Address, family: Int32) {
+        withUnsafeBytes(of: address) { raw in
+            withUnsafeMutableBytes(of: &storage) { $0.copyMemory(from: raw) }
+        }
+        length = socklen_t(MemoryLayout<Address>.size)
+        self.family = family
     }
 }
 
