@@ -13,7 +13,7 @@ let package = Package(
     ],
     targets: [
         // System libraries from Debian's -dev packages (see `make deps`).
-        .systemLibrary(name: "CFastCGI", path: "Sources/CFastCGI"),
+        .systemLibrary(name: "CLinuxFastCGI", path: "Sources/CLinuxFastCGI"),
         .systemLibrary(name: "COpenSSL", path: "Sources/COpenSSL"),
         .systemLibrary(name: "CLibPQ", path: "Sources/CLibPQ"),
         .systemLibrary(name: "CCurl", path: "Sources/CCurl"),
@@ -25,7 +25,7 @@ let package = Package(
         .target(name: "GoogleKeys", dependencies: ["IDToken", "Threads", "CCurl"], swiftSettings: strict),
         .target(name: "Signing", dependencies: ["CodedErrors", "IDToken", "COpenSSL"], swiftSettings: strict),
         .target(name: "Store", dependencies: ["CLibPQ", "CodedErrors"], swiftSettings: strict),
-        .target(name: "FastCGI", dependencies: ["Threads", "CFastCGI"], swiftSettings: strict),
+        .target(name: "FastCGI", dependencies: ["CodedErrors", "Threads", "CLinuxFastCGI"], swiftSettings: strict),
         // The POSIX thread tools FastCGI and GoogleKeys share (threads, a monitor, monotonic deadlines).
         .target(name: "Threads", swiftSettings: strict),
         // What the process tells its operators: logfmt lines, a gate for repeated ones, RFC 3339 times, the version

@@ -1,6 +1,6 @@
 // FastCGI records on the wire (the FastCGI 1.0 specification; constants from fastcgi.h): their header,
 // the name-value pair encoding, and the records the responder writes.
-import CFastCGI
+import CLinuxFastCGI
 
 /// Record types, roles and status codes, from fastcgi.h.
 enum Wire {

@@ -92,18 +92,22 @@ public final class Server: Sendable {
                       socketMode: socketMode, backlog: backlog)
     }
 
-    /// Adopts an already listening socket (tests use it for the `.inherited` path without fd 0).
-    init(adopting fd: Int32, lanes: [Lane], limits: Limits, scheduling: WorkerScheduling = .inherit) throws(FastCGIError) {
-        try Self.validate(lanes: lanes, limits: limits)
-        self.listener = try Listener.inherited(fd: fd)
+    /// Adopts an already listening socket (tests use it for the `.inherited` path without fd 0). Like a socket a
+    /// process manager passed, it is never closed: let go when the server is done with it, or refuses it.
+    init(adopting socket: consuming Descriptor, lanes: [Lane], limits: Limits, scheduling: WorkerScheduling = .inherit) throws(FastCGIError) {
+        do throws(FastCGIError) { try Self.validate(lanes: lanes, limits: limits) } catch {
+            socket.relinquish()
+            throw error
+        }
+        self.listener = try Listener.inherited(socket)
         self.listen = .inherited
         self.lanes = lanes
         self.limits = limits
         self.scheduling = scheduling
     }
 
-    convenience init(adopting fd: Int32, workers: Int, maxBodyBytes: Int) throws(FastCGIError) {
-        try self.init(adopting: fd, lanes: [Lane(name: "default", workers: workers)], limits: Limits(maxBodyBytes: maxBodyBytes))
+    convenience init(adopting socket: consuming Descriptor, workers: Int, maxBodyBytes: Int) throws(FastCGIError) {
+        try self.init(adopting: socket, lanes: [Lane(name: "default", workers: workers)], limits: Limits(maxBodyBytes: maxBodyBytes))
     }
 
     private static func validate(lanes: [Lane], limits: Limits) throws(FastCGIError) {
@@ -131,6 +135,9 @@ public final class Server: Sendable {
 
     /// Connections open right now (tests).
     var openConnections: Int { open.current }
+
+    /// Connections parked idle between requests, and parked with a request begun, right now (tests).
+    var parkedConnections: (idle: Int, begun: Int) { current.withLock { $0?.connections.parked } ?? (0, 0) }
 
     /// Waits until the number of open connections satisfies `predicate` (tests); false on timeout.
     func waitForOpenConnections(timeout: Duration = .seconds(10), _ predicate: (Int) -> Bool) -> Bool {

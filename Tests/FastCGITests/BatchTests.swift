@@ -4,6 +4,7 @@
 import Foundation
 import Synchronization
 import Testing
+import Threads
 
 private typealias Raw = RawFastCGIConnection
 
@@ -247,25 +248,26 @@ private final class Shared: Sendable {
     /// Requests of other lanes that a batching worker reads while it gathers its batch are handed to other
     /// workers (one each), never run after the batch on the worker that gathered: four sign-ins written
     /// together with a check all run at once on four workers. (How many of them the gather finds depends on
-    /// the timing; here usually one per round, which takes the hand-off path.)
+    /// the timing; here usually one per round, which takes the hand-off path.) Each sign-in stays in its handler
+    /// until all four are in theirs (or a deadline passes): sign-ins run one after another never get there.
     @Test func requestsOfOtherLanesReadWhileGatheringRunOnOtherWorkers() throws {
         let dir = try TempDir()
         let server = try Server(listen: .unix(dir.file("s")),
                                 lanes: [Lane(name: "default", workers: 4), Lane(name: "checks", workers: 1, batch: 8, quick: true)],
                                 limits: Limits(maxBodyBytes: 64))
-        let inFlight = Mutex<(now: Int, most: Int)>((0, 0))
+        let inFlight = Monitor<(now: Int, most: Int)>((0, 0))
         let running = RunningServer(server, classify: { $0.path.hasPrefix("/check") ? 1 : 0 },
                                     overloaded: Response(status: 503, contentType: "text/plain", body: "busy"),
                                     handlers: [{ request in
-                                                   inFlight.withLock { $0.now += 1; $0.most = max($0.most, $0.now) }
-                                                   Thread.sleep(forTimeInterval: 0.3)
-                                                   inFlight.withLock { $0.now -= 1 }
+                                                   inFlight.update { $0.now += 1; $0.most = max($0.most, $0.now) }
+                                                   inFlight.wait(until: { $0.most == 4 }, deadline: monotonicDeadline(after: .seconds(3)))
+                                                   inFlight.update { $0.now -= 1 }
                                                    return Response(status: 200, contentType: "text/plain", body: "default \(request.path)")
                                                },
                                                { Response(status: 200, contentType: "text/plain", body: "checks \($0.path)") }])
         defer { running.stop() }
         for round in 0..<6 {
-            inFlight.withLock { $0 = (0, 0) }
+            inFlight.update { $0 = (0, 0) }
             let connections = try (0..<5).map { _ in try Raw(unixPath: dir.file("s")) }
             // The sign-ins, then the check, as fast as the sockets take them: the worker that reads the check
             // usually finds some of the sign-ins' events waiting when it gathers its batch.
@@ -275,7 +277,7 @@ private final class Shared: Sendable {
             for index in 1..<5 {
                 #expect(try connections[index].readResponse().body == Array("default /signin\(index)".utf8))
             }
-            #expect(inFlight.withLock { $0.most } == 4, "round \(round): the sign-ins did not all run at once")
+            #expect(inFlight.current.most == 4, "round \(round): the sign-ins did not all run at once")
         }
     }
 

@@ -119,7 +119,9 @@ private let pathEcho: @Sendable (Request) -> Response = { request in
     @Test func connectionsQueuedOnAnInheritedSocketWaitForTheNextServer() throws {
         let dir = try TempDir()
         let holder = try Server(listen: .unix(dir.file("s")), workers: 1, maxBodyBytes: 16)  // owns the socket, never runs
-        let first = try Server(adopting: holder.listener.fd, workers: 1, maxBodyBytes: 64)
+        // Handed over by its number, as a process manager does: an adopting server lets it go, never closes it.
+        let socket = try #require(holder.listener.withSocket { $0.raw })
+        let first = try Server(adopting: Descriptor(socket), workers: 1, maxBodyBytes: 64)
         let firstRunning = RunningServer(first) { _ in Response(status: 200, contentType: "text/plain", body: "first") }
         let early = try Raw(unixPath: dir.file("s"))
         try early.send(params: ["DOCUMENT_URI": "/x"], keep: false)
@@ -128,7 +130,7 @@ private let pathEcho: @Sendable (Request) -> Response = { request in
         // Between the two processes: the connection is queued on the socket, its request waits.
         let between = try Raw(unixPath: dir.file("s"))
         try between.send(params: ["DOCUMENT_URI": "/y"], keep: true)
-        let second = try Server(adopting: holder.listener.fd, workers: 1, maxBodyBytes: 64)
+        let second = try Server(adopting: Descriptor(socket), workers: 1, maxBodyBytes: 64)
         let secondRunning = RunningServer(second) { _ in Response(status: 200, contentType: "text/plain", body: "second") }
         defer { secondRunning.stop() }
         #expect(try between.readResponse().body == Array("second".utf8))

@@ -117,6 +117,7 @@ private func stillServes(_ dir: TempDir, seconds: Double = 5) throws -> Bool {
             // Keeps sending until the responder closes the connection (a write then fails).
             for byte in bytes {
                 if (try? slow.write([byte])) == nil { break }
+                // The slow peer itself: its pace is what the test is about, not an order of events.
                 var pause = timespec(tv_sec: gapMilliseconds / 1000, tv_nsec: (gapMilliseconds % 1000) * 1_000_000)
                 nanosleep(&pause, nil)
                 if closed.count > 0 { break }
@@ -245,7 +246,7 @@ private func stillServes(_ dir: TempDir, seconds: Double = 5) throws -> Bool {
         defer { running.stop() }
         let attackers = try (0..<2).map { _ in try TrickleReader(dir.file("s")) }
         defer { for attacker in attackers { attacker.stop() } }
-        usleep(500_000)
+        for attacker in attackers { try #require(attacker.waitUntilAnswered(), "the responder never answered an attacker") }
         for _ in 0..<3 { #expect(try stillServes(dir, seconds: 5)) }
     }
 
@@ -258,7 +259,7 @@ private func stillServes(_ dir: TempDir, seconds: Double = 5) throws -> Bool {
         let running = RunningServer(server, handler: pathEcho)
         let attacker = try TrickleReader(dir.file("s"))
         defer { attacker.stop() }
-        usleep(500_000)
+        try #require(attacker.waitUntilAnswered(), "the responder never answered the attacker")
         let started = Date()
         server.stop()
         #expect(running.waitForReturn(seconds: 8) != nil, "the stop waited on the trickle reader")
@@ -297,7 +298,8 @@ private func stillServes(_ dir: TempDir, seconds: Double = 5) throws -> Bool {
         try arriving.write(Raw.begin(keep: true))
         let dispatcher = try #require(server.current.withLock { $0 })
         try #require(eventually { server.openConnections == 2 })
-        Thread.sleep(forTimeInterval: 0.2)  // both parked: one idle, one with its request begun
+        // Both parked: one idle, one with its request begun.
+        try #require(eventually { server.parkedConnections == (idle: 1, begun: 1) })
         dispatcher.closeIdle(now: 1)
         dispatcher.tick(now: 1, drainStart: nil)
         #expect(server.statistics.timeouts == 0)
@@ -339,6 +341,8 @@ private func residentBytes() -> Int {
 private final class TrickleReader: Sendable {
     private let connection: Raw
     private let stopped = Atomic<Bool>(false)
+    /// Reply bytes read so far.
+    private let received = Atomic<Int>(0)
 
     init(_ path: String) throws {
         connection = try Raw(unixPath: path)
@@ -352,9 +356,15 @@ private final class TrickleReader: Sendable {
             while !stopped.load(ordering: .relaxed) {
                 let got = chunk.withUnsafeMutableBytes { Glibc.recv(connection.fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
                 if got == 0 { return }
-                usleep(200_000)
+                if got > 0 { received.add(got, ordering: .relaxed) }
+                usleep(200_000)  // the trickle: a peer that reads slowly is the attack, not an order of events
             }
         }
+    }
+
+    /// Waits until the responder has answered some of the stream: the attack is under way.
+    func waitUntilAnswered(seconds: Double = 10) -> Bool {
+        eventually(seconds: seconds) { received.load(ordering: .relaxed) > 0 }
     }
 
     func stop() { stopped.store(true, ordering: .relaxed) }

@@ -397,7 +397,8 @@ import Testing
         var ends: [Int32] = [-1, -1]
         try #require(pipe(&ends) == 0)
         defer { close(ends[0]); close(ends[1]) }
-        #expect(throws: FastCGIError(.notASocket)) { try Server(adopting: ends[0], workers: 1, maxBodyBytes: 16) }
+        // Refused and let go, never closed: the defer above closes both ends.
+        #expect(throws: FastCGIError(.notASocket)) { try Server(adopting: Descriptor(ends[0]), workers: 1, maxBodyBytes: 16) }
     }
 
     @Test func inheritedListeningSocketIsServedAndLeftOpen() throws {
@@ -405,14 +406,16 @@ import Testing
         // Stands in for the socket spawn-fcgi or systemd would pass.
         let owner = try Server(listen: .unix(dir.file("s")), workers: 1, maxBodyBytes: 16)
         let recorder = Recorder()
-        let running = RunningServer(try Server(adopting: owner.listener.fd, workers: 1, maxBodyBytes: 16),
+        // Handed over by its number, as a process manager does: the adopting server lets it go, never closes it.
+        let socket = try #require(owner.listener.withSocket { $0.raw })
+        let running = RunningServer(try Server(adopting: Descriptor(socket), workers: 1, maxBodyBytes: 16),
                                     handler: recordingHandler(recorder))
         _ = try cgiFCGI(connect: dir.file("s"), params: ["REQUEST_METHOD": "GET"])
         #expect(recorder.requests.count == 1)
         running.stop()
         var accepting: Int32 = 0
         var length = socklen_t(4)
-        #expect(getsockopt(owner.listener.fd, SOL_SOCKET, SO_ACCEPTCONN, &accepting, &length) == 0 && accepting == 1)
+        #expect(owner.listener.withSocket { getsockopt($0.raw, SOL_SOCKET, SO_ACCEPTCONN, &accepting, &length) } == 0 && accepting == 1)
     }
 
     @Test(arguments: [
