@@ -47,10 +47,14 @@ public struct Lane: Sendable, Equatable {
 public struct Placement: Sendable, Equatable {
     public var lane: Int
     public var batches: Bool
+    /// What the caller matched the request to (its own index, opaque here), handed back on `Request.route` so the
+    /// handler need not match it again; -1: nothing.
+    public var route: Int
 
-    public init(lane: Int, batches: Bool = true) {
+    public init(lane: Int, batches: Bool = true, route: Int = -1) {
         self.lane = lane
         self.batches = batches
+        self.route = route
     }
 }
 

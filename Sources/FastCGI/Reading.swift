@@ -60,7 +60,9 @@ extension Dispatcher {
             case .request(let request):
                 // The next request's clock starts with its own first byte.
                 connection.busySince = 0
+                var request = request
                 let placement = place(request)
+                request.route = placement.route
                 let lane = gates.indices.contains(placement.lane) ? placement.lane : 0
                 var job = Job(connection: connection, request: request, lane: lane, queued: monotonicNanoseconds())
                 job.joins = gates[lane].lane.batch > 1 && placement.batches

@@ -12,6 +12,8 @@ public struct Request: Sendable {
     public let body: [UInt8]
     /// True when the body was longer than the server's `maxBodyBytes`; it was not read (answer 413).
     public let bodyTooLarge: Bool
+    /// `Placement.route` of the placement the server ran it by; -1 when it was not placed (built by hand, in tests).
+    public internal(set) var route = -1
 
     public init(params: [String: String], body: [UInt8] = [], bodyTooLarge: Bool = false) {
         self.init(parameters: Parameters(params), body: body, bodyTooLarge: bodyTooLarge)

@@ -50,6 +50,8 @@ package struct Route: Sendable {
     package let answersAsReceiver: Bool
     /// Answered successfully, it writes no log line (nginx's access log has it): checks and operators' probes.
     package let quietOnSuccess: Bool
+    /// Its row in `Routes.table`.
+    package fileprivate(set) var index = -1
     /// Answers the request; `parameter` is the path's session id for `.sessionID` paths.
     let handler: @Sendable (Application, Request, _ parameter: Int64?, inout LogLine, Prior?) throws -> Response
 
@@ -67,6 +69,14 @@ package struct Route: Sendable {
     }
 }
 
+extension Route {
+    /// The path's parameter (a `.sessionID` path's id), nil for an exact path.
+    func parameter(in path: String) -> Int64? {
+        guard case .sessionID(let prefix) = self.path else { return nil }
+        return SessionID.parse(path.dropFirst(prefix.count))
+    }
+}
+
 /// A request's route and its path parameter, as `Routes.match` found them.
 package struct MatchedRoute: Sendable {
     package let route: Route
@@ -77,7 +87,7 @@ package struct MatchedRoute: Sendable {
 package enum Routes {
     static let post = ["POST"], read = ["GET", "HEAD"], delete = ["DELETE"]
 
-    package static let table: [Route] = [
+    package static let table: [Route] = numbered([
         Route(post, .exact("/tokensignin"), name: "sign_in", batching: .signIns) { app, request, _, line, prior in
             try app.signIn(request, &line, prior: prior)
         },
@@ -102,7 +112,16 @@ package enum Routes {
         Route(read, .exact("/metrics"), name: "metrics", lane: .checks, batching: .alongside, quietOnSuccess: true) { app, _, _, _, _ in
             app.metricsPage()
         },
-    ]
+    ])
+
+    /// Each row told its place in the table, which `Request.route` carries from the placement to the handler.
+    private static func numbered(_ routes: [Route]) -> [Route] {
+        routes.enumerated().map { index, route in
+            var numbered = route
+            numbered.index = index
+            return numbered
+        }
+    }
 
     /// The exact paths, each with the routes that answer it (built once: every request is matched).
     private static let exact: [String: [Route]] = Dictionary(grouping: table.filter {
@@ -125,9 +144,14 @@ package enum Routes {
         throw SignInError(.notFound, path.count > 200 ? String(path.prefix(200)) + "..." : path)
     }
 
-    /// `match` as a value, for answering a request with the route it was matched to once.
+    /// The route of a request as a value: the one `placement(of:)` matched it to, when the server placed it by that
+    /// (`Request.route`), else matched now.
     package static func matching(_ request: Request) -> Result<MatchedRoute, SignInError> {
-        Result { () throws(SignInError) in try match(request) }
+        if table.indices.contains(request.route) {
+            let route = table[request.route]
+            return .success(MatchedRoute(route: route, parameter: route.parameter(in: request.path)))
+        }
+        return Result { () throws(SignInError) in try match(request) }
     }
 
     private static func choose(_ routes: [Route], _ method: String, parameter: Int64?) throws(SignInError) -> MatchedRoute {
@@ -141,7 +165,7 @@ package enum Routes {
     /// matches no route is answered (404, 405) on the standard lane, alone.
     @Sendable package static func placement(of request: Request) -> Placement {
         guard let route = try? match(request).route else { return Placement(lane: Route.Lane.standard.rawValue, batches: false) }
-        return Placement(lane: route.lane.rawValue, batches: route.batching.batches)
+        return Placement(lane: route.lane.rawValue, batches: route.batching.batches, route: route.index)
     }
 
     /// The server's lanes, indexed by `Route.Lane`: the standard lane takes sign-ins and everything else, the checks

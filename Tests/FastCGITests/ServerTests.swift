@@ -100,6 +100,21 @@ import Testing
         #expect(sched_getscheduler(0) == before)
     }
 
+    /// What the placement matched the request to comes back on the request the handler gets, so the caller matches
+    /// once (tokensignin's route table).
+    @Test func thePlacementsRouteReachesTheHandler() throws {
+        let dir = try TempDir()
+        let server = try Server(listen: .unix(dir.file("s")), lanes: [Lane(name: "default", workers: 1)], limits: Limits(maxBodyBytes: 16))
+        let running = RunningServer(server, place: { request in Placement(lane: 0, route: request.path == "/seven" ? 7 : -1) }) {
+            Response(status: 200, contentType: "text/plain", body: "\($0.route)")
+        }
+        defer { running.stop() }
+        for (path, route) in [("/seven", "7"), ("/other", "-1")] {
+            let result = try cgiFCGI(connect: dir.file("s"), params: ["REQUEST_METHOD": "GET", "REQUEST_URI": path])
+            #expect(String(decoding: try CGIResponse(result.stdout).body, as: UTF8.self) == route)
+        }
+    }
+
     @Test func emptyBodyOverTCP() throws {
         let recorder = Recorder()
         let server = try Server(listen: .tcp(host: "127.0.0.1", port: 0), workers: 1, maxBodyBytes: 1024)

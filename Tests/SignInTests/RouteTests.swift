@@ -1,7 +1,7 @@
 // docs/http.md, in process: every route's statuses, headers, cookies, CSRF/Origin rules and error bodies, against
 // the in-memory store and a fixed verifier (the end-to-end suites prove the nginx -> FastCGI -> PostgreSQL path).
 @testable import Commands
-import FastCGI
+@testable import FastCGI
 import Foundation
 @testable import IDToken
 import Logging
@@ -116,7 +116,24 @@ extension Response {
     ] as [(String, String, Int, Bool)])
     func lanesAndBatches(method: String, path: String, lane: Int, batches: Bool) {
         let request = RouteHarness.make(method, path)
-        #expect(Routes.placement(of: request) == Placement(lane: lane, batches: batches))
+        let placement = Routes.placement(of: request)
+        #expect(placement.lane == lane && placement.batches == batches)
+    }
+
+    /// The server hands the placement's route back on the request, and the application answers by it without
+    /// matching the path again: a request placed as `/healthz` is answered as `/healthz`, whatever its path says.
+    @Test func aPlacedRequestIsAnsweredByTheRouteItWasPlacedOn() throws {
+        let harness = try RouteHarness()
+        let health = RouteHarness.make("GET", "/healthz")
+        let placement = Routes.placement(of: health)
+        #expect(Routes.table[placement.route].name == "healthz")
+        var request = RouteHarness.make("GET", "/nowhere")
+        #expect(harness.app.handle(request).status == 404)
+        request.route = placement.route
+        #expect(harness.app.handle(request).status == 200)
+        #expect(Routes.placement(of: RouteHarness.make("GET", "/nowhere")).route == -1)
+        #expect(Routes.placement(of: RouteHarness.make("DELETE", "/sessions/7")).route
+                == Routes.table.firstIndex { $0.name == "revoke_session" })
     }
 
     /// `TOKENSIGNIN_SIGNIN_BATCH` sizes the default lane's batches (1: every sign-in alone); the checks lane's
