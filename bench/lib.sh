@@ -94,17 +94,28 @@ mint_tokens() {
         --sub "bench-user" --email "bench@example.com" --ttl 3600 --count "$1" >"$2"
 }
 
-# Writes a pgbench script running the responder's statement $1 (`tokensignin dev sql $1`) with its $n
-# parameters replaced by the sed expressions that follow: pgbench wants one statement on one line, and
-# takes its own `:variables` (sent as parameters with -M prepared). Usage: pgbench_script NAME OUT SED...
-# The first lines of OUT (pgbench meta-commands such as \set) are read from stdin.
+# Writes a pgbench script running the responder's statement $1 (`tokensignin dev sql $1`) with each parameter
+# replaced by the SQL given for its name (`tokensignin dev sql $1 --parameters` lists them): pgbench wants one
+# statement on one line, and takes its own `:variables` (sent as parameters with -M prepared). Usage:
+# pgbench_script NAME OUT PARAMETER=SQL... The first lines of OUT (pgbench meta-commands such as \set) are read
+# from stdin.
 pgbench_script() {
     local name=$1 out=$2; shift 2
+    local -A given=()
+    local pair number parameter seds
+    for pair in "$@"; do given[${pair%%=*}]=${pair#*=}; done
+    seds=$(mktemp)
+    while read -r number parameter; do
+        [ -n "${given[$parameter]+set}" ] || { echo "pgbench_script $name: no SQL for its parameter $parameter" >&2; exit 1; }
+        # \x01 delimits: the SQL holds slashes and bars; `&` in it is literal, not sed's match.
+        printf 's\x01\\%s\\b\x01%s\x01g\n' "$number" "${given[$parameter]//&/\\&}" >>"$seds"
+    done < <("$bin" dev sql "$name" --parameters)
     cat >"$out"
     # pgbench knows no string literals: the ':MI' and ':SS' of to_char's format would be read as variables,
     # so the format is spelled as a concatenation of constants (folded once when the statement is planned).
-    "$bin" dev sql "$name" | sed "$@" | sed -e "s/HH24:MI:SS/HH24' || ':' || 'MI' || ':' || 'SS/g" \
+    "$bin" dev sql "$name" | sed -f "$seds" | sed -e "s/HH24:MI:SS/HH24' || ':' || 'MI' || ':' || 'SS/g" \
         | tr '\n' ' ' | sed -e 's/  */ /g' >>"$out"
+    rm -f "$seds"
     echo ';' >>"$out"
     if grep -q '\$[0-9]' "$out"; then echo "pgbench script $out still has \$n parameters" >&2; exit 1; fi
     # Every :variable pgbench will see must be \set above the statement (a stray one would abort the run).
@@ -122,10 +133,11 @@ pgbench_script() {
 # the default limit of 100 live sessions per user. Usage: signin_pgbench_script OUT USERS
 signin_pgbench_script() {
     pgbench_script sign_in "$1" \
-        -e "s/\\\$10\\b/encode(sha256(convert_to(:n::text || '-' || :c::text || '-' || clock_timestamp()::text, 'UTF8')), 'hex')/g" \
-        -e "s/\\\$11\\b/'2592000 seconds'/g; s/\\\$12\\b/'$client_id'/g; s/\\\$13\\b/NULL/g; s/\\\$14\\b/'127.0.0.1'/g; s/\\\$15\\b/100/g; s/\\\$16\\b/extract(epoch FROM now())::bigint/g" \
-        -e "s/\\\$1\\b/('pgbench-user-' || :n::text)/g; s/\\\$2\\b/'bench@example.com'/g; s/\\\$3\\b/'true'/g" \
-        -e "s/\\\$[4-9]\\b/NULL/g" <<PGB
+        "googleSub=('pgbench-user-' || :n::text)" "email='bench@example.com'" "emailVerified='true'" \
+        name=NULL givenName=NULL familyName=NULL picture=NULL locale=NULL hostedDomain=NULL \
+        "tokenHash=encode(sha256(convert_to(:n::text || '-' || :c::text || '-' || clock_timestamp()::text, 'UTF8')), 'hex')" \
+        "lifetime='2592000 seconds'" "clientID='$client_id'" userAgent=NULL "ip='127.0.0.1'" maxSessions=100 \
+        "issuedAt=extract(epoch FROM now())::bigint" <<PGB
 \set n random(1, $2)
 \set c random(1, 1000000000)
 PGB

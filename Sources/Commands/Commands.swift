@@ -70,7 +70,7 @@ public enum Commands {
                tokensignin dev keygen --out DIR [--kind rsa|p256]
                tokensignin dev token --key PEM --kid KID --aud CLIENT_ID --sub SUB [--email E [--email-verified false]] [--name N] [--hd D]
                                      [--iat UNIX] [--ttl SECONDS] [--count N]
-               tokensignin dev sql NAME
+               tokensignin dev sql NAME [--parameters]
         """
 
     /// Runs `arguments` (without the program name) and returns the process's exit status.

@@ -96,12 +96,18 @@ struct DevCommands {
         return ExitCode.ok
     }
 
-    /// `dev sql NAME`: prints one of the responder's prepared statements, so benchmarks run the very same SQL.
+    /// `dev sql NAME [--parameters]`: prints one of the responder's prepared statements, so benchmarks run the very
+    /// same SQL; with `--parameters`, what each `$n` of it binds (`$1 googleSub`), one per line.
     private func sql(_ arguments: ArraySlice<String>) throws(CommandError) -> Int32 {
-        guard arguments.count == 1, let name = arguments.first, let sql = StatementCatalog.sql(named: name) else {
+        let options = try Arguments(arguments, options: ["--parameters": .flag])
+        guard options.positionals.count == 1, let entry = StatementCatalog.entry(named: options.positionals[0]) else {
             throw CommandError(.usage, "dev sql needs one of: \(StatementCatalog.names.joined(separator: ", "))")
         }
-        io.out(sql)
+        if options.has("--parameters") {
+            for (index, name) in entry.parameters.enumerated() { io.out("$\(index + 1) \(name)") }
+        } else {
+            io.out(entry.statement.sql)
+        }
         return ExitCode.ok
     }
 }

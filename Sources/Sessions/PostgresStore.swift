@@ -60,7 +60,7 @@ package final class PostgresStore: SessionStore, SecurityEventStore {
     package func signIn(_ token: VerifiedToken, _ session: NewSession) throws -> SignInOutcome {
         let rows: Rows
         do throws(StoreError) {
-            rows = try run(Queries.signIn, signInParameters(token, session))
+            rows = try run(Queries.signIn, SignInArguments(token, session, policy))
         } catch {
             throw Self.signInFailure(error)
         }
@@ -77,19 +77,13 @@ package final class PostgresStore: SessionStore, SecurityEventStore {
         let order = batch.indices.sorted { a, b in
             subjects[a] == subjects[b] ? a < b : subjects[a].lexicographicallyPrecedes(subjects[b])
         }
-        let results = try runBatch(Queries.signIn, order.map { signInParameters(batch[$0].token, batch[$0].session) },
+        let results = try runBatch(Queries.signIn, order.map { SignInArguments(batch[$0].token, batch[$0].session, policy) },
                                    waitsOnRows: true)
         let decoded = Self.decoded(results, Self.signInOutcome(from:), failure: Self.signInFailure)
         // `order` is a permutation of the positions: every outcome goes back to its own request.
         var outcomes = decoded
         for (index, outcome) in zip(order, decoded) { outcomes[index] = outcome }
         return outcomes
-    }
-
-    private func signInParameters(_ token: VerifiedToken, _ session: NewSession) -> [any SQLParameter] {
-        [token.subject, token.email, token.emailVerified, token.name, token.givenName, token.familyName,
-         token.picture, token.locale, token.hostedDomain, session.tokenHash, SQLInterval(seconds: policy.lifetime),
-         session.clientID, session.userAgent, session.ip, policy.maxSessionsPerUser, token.issuedAt]
     }
 
     /// A sign-in retried after a lost connection that meets the session its first attempt committed: the client
@@ -113,17 +107,18 @@ package final class PostgresStore: SessionStore, SecurityEventStore {
     }
 
     package func recordRefusedSignIn(reason: String, clientID: String?, ip: String?, userAgent: String?) throws {
-        try run(Queries.signInFailure, [reason, clientID, ip, userAgent])
+        try run(Queries.signInFailure, RefusedSignInArguments(reason: reason, clientID: clientID, ip: ip, userAgent: userAgent))
     }
 
     package func liveSession(_ hash: SessionToken.Hash) throws -> LiveSession? {
-        try Self.liveSession(from: run(Queries.checkSession, [hash, idleTimeout]))
+        try Self.liveSession(from: run(Queries.checkSession, CheckSessionArguments(hash: hash, idleTimeout: idleTimeout)))
     }
 
     /// Every check in one pipeline (one round trip); a lost connection is re-established and the batch run once
     /// more, as for one statement.
     package func liveSessions(_ hashes: [SessionToken.Hash]) throws -> [Result<LiveSession?, any Error>] {
-        Self.decoded(try runBatch(Queries.checkSession, hashes.map { [$0, idleTimeout] }), Self.liveSession(from:))
+        Self.decoded(try runBatch(Queries.checkSession, hashes.map { CheckSessionArguments(hash: $0, idleTimeout: idleTimeout) }),
+                     Self.liveSession(from:))
     }
 
     /// Each item of a batch decoded by `decode`, or its error as `failure` makes it.
@@ -148,14 +143,14 @@ package final class PostgresStore: SessionStore, SecurityEventStore {
     }
 
     package func signOut(_ hash: SessionToken.Hash, everywhere: Bool) throws -> SignedOut? {
-        let rows = try run(Queries.signOut, [hash, idleTimeout, everywhere])
+        let rows = try run(Queries.signOut, SignOutArguments(hash: hash, idleTimeout: idleTimeout, everywhere: everywhere))
         guard rows.count == 1 else { return nil }
         let (sessionID, revoked) = try rows.decode(row: 0, as: Int64.self, Int.self)
         return SignedOut(sessionID: sessionID, revoked: revoked)
     }
 
     package func listSessions(_ hash: SessionToken.Hash, limit: Int, after: Int64?) throws -> SessionPage? {
-        let rows = try run(Queries.listSessions, [hash, idleTimeout, limit, after])
+        let rows = try run(Queries.listSessions, ListSessionsArguments(hash: hash, idleTimeout: idleTimeout, limit: limit, after: after))
         guard !rows.isEmpty else { return nil }
         var sessions: [SessionSummary] = []
         for row in 0..<rows.count {
@@ -176,7 +171,7 @@ package final class PostgresStore: SessionStore, SecurityEventStore {
     }
 
     package func revokeSession(_ id: Int64, presentedBy hash: SessionToken.Hash) throws -> RevokeOutcome? {
-        let rows = try run(Queries.revokeOwnSession, [hash, idleTimeout, id])
+        let rows = try run(Queries.revokeOwnSession, RevokeOwnSessionArguments(hash: hash, idleTimeout: idleTimeout, sessionID: id))
         guard rows.count == 1 else { return nil }
         let (by, revoked) = try rows.decode(row: 0, as: Int64.self, Int.self)
         return revoked > 0 ? .revoked(by: by) : .notFound
@@ -192,11 +187,7 @@ package final class PostgresStore: SessionStore, SecurityEventStore {
         try inTransaction { (connection) throws(StoreError) -> [AppliedSecurityEvent] in
             var applied: [AppliedSecurityEvent] = []
             for event in events {
-                let action = event.action
-                let rows = try connection.execute(SecurityEventQueries.apply, [
-                    event.jti, event.issuer, event.type, event.subject, event.reason, event.state, event.issuedAt,
-                    action.rawValue, SecurityAction.flagReason(type: event.type, reason: event.reason),
-                ])
+                let rows = try connection.execute(SecurityEventQueries.apply, SecurityEventArguments(event))
                 guard rows.count == 1 else {
                     applied.append(AppliedSecurityEvent(type: event.type, userID: nil, outcome: AppliedSecurityEvent.duplicate,
                                                         sessionsRevoked: 0))
@@ -218,9 +209,15 @@ package final class PostgresStore: SessionStore, SecurityEventStore {
         try onceMore(statement.name) { (connection) throws(StoreError) -> Rows in try connection.execute(statement, params) }
     }
 
+    /// `run` for a typed statement.
+    @discardableResult
+    private func run<Arguments>(_ statement: TypedStatement<Arguments>, _ arguments: Arguments) throws(StoreError) -> Rows {
+        try onceMore(statement.name) { (connection) throws(StoreError) -> Rows in try connection.execute(statement, arguments) }
+    }
+
     /// `run` for a batch (`Connection.executeBatch`): a lost connection is re-established and the batch run once more.
-    private func runBatch(_ statement: Statement, _ batch: [[any SQLParameter]],
-                          waitsOnRows: Bool = false) throws(StoreError) -> [Result<Rows, StoreError>] {
+    private func runBatch<Arguments>(_ statement: TypedStatement<Arguments>, _ batch: [Arguments],
+                                     waitsOnRows: Bool = false) throws(StoreError) -> [Result<Rows, StoreError>] {
         try onceMore(statement.name) { (connection) throws(StoreError) -> [Result<Rows, StoreError>] in
             try connection.executeBatch(statement, batch, waitsOnRows: waitsOnRows)
         }

@@ -1,37 +1,38 @@
-// The application's SQL: every statement a request or an operator command runs, with $n parameters only.
+// The application's SQL: every statement a request or an operator command runs, with parameters only (typed ones
+// name theirs: `TypedStatement`).
 import Store
 
 /// Statements are prepared once per connection (named) and reused by that worker. Times come back as
 /// whole Unix seconds (`extract(epoch ...)::bigint`), decoded into `Timestamp`.
 package enum Queries {
-    /// Session authentication shared by the session routes: the live session whose hash is $1, where $2 is
-    /// the idle timeout (interval). Revoked, expired, idle or disabled-user sessions do not match.
-    private static let liveSession = """
+    /// Session authentication shared by the session routes: the live session whose hash the arguments present,
+    /// under their idle timeout. Revoked, expired, idle or disabled-user sessions do not match.
+    private static func liveSession<Arguments>(_ hash: KeyPath<Arguments, SessionToken.Hash> & Sendable,
+                                               _ idleTimeout: KeyPath<Arguments, SQLInterval> & Sendable) -> SQLTemplate<Arguments> {
+        """
         SELECT s.id, s.user_id, s.last_seen_at
         FROM signin.sessions s JOIN signin.users u ON u.id = s.user_id
-        WHERE s.token_hash = decode($1, 'hex')
+        WHERE s.token_hash = decode(\(hash), 'hex')
           AND s.revoked_at IS NULL
           AND s.expires_at > now()
-          AND s.last_seen_at > now() - $2::interval
+          AND s.last_seen_at > now() - \(idleTimeout)::interval
           AND u.disabled_at IS NULL
         """
+    }
 
     /// One sign-in in one round trip: upsert the user on google_sub, open a session unless the account is
     /// disabled or its Google sign-in is blocked, revoke the user's least recently used sessions beyond the
     /// limit (idle ones first: they count, since a longer idle timeout would bring them back), and
     /// write the audit row. A single statement is a single transaction, and ON CONFLICT makes concurrent first
     /// sign-ins of one user race-free (they also queue on the user's row, so the limit holds but for races).
-    /// $1 google_sub, $2 email, $3 email_verified, $4 name, $5 given_name, $6 family_name, $7 picture,
-    /// $8 locale, $9 hosted_domain, $10 token_hash (hex SHA-256 of the session token), $11 session lifetime
-    /// (interval), $12 client_id (aud), $13 user_agent, $14 ip (NULL if not an address), $15 live sessions a
-    /// user may hold, $16 the ID token's iat (Unix seconds: a token issued before Google revoked the account's
-    /// sessions opens none). One row: user_id, created, refusal (NULL on success), session_id, expires_at (epoch).
-    package static let signIn = Statement(name: "sign_in", sql: """
+    /// A token issued before Google revoked the account's sessions opens none. One row: user_id, created,
+    /// refusal (NULL on success), session_id, expires_at (epoch).
+    static let signIn = TypedStatement<SignInArguments>(name: "sign_in", """
         WITH u AS (
             INSERT INTO signin.users AS u
                    (google_sub, email, email_verified, name, given_name, family_name, picture, locale,
                     hosted_domain, last_sign_in_at)
-            VALUES ($1, $2, coalesce($3::boolean, false), $4, $5, $6, $7, $8, $9, now())
+            VALUES (\(\.googleSub), \(\.email), coalesce(\(\.emailVerified)::boolean, false), \(\.name), \(\.givenName), \(\.familyName), \(\.picture), \(\.locale), \(\.hostedDomain), now())
             ON CONFLICT (google_sub) DO UPDATE
                SET email = EXCLUDED.email, email_verified = EXCLUDED.email_verified, name = EXCLUDED.name,
                    given_name = EXCLUDED.given_name, family_name = EXCLUDED.family_name,
@@ -39,17 +40,17 @@ package enum Queries {
                    updated_at = now(),
                    last_sign_in_at = CASE WHEN u.disabled_at IS NULL AND u.google_sign_in_blocked_at IS NULL
                                                AND (u.id_tokens_invalid_before IS NULL
-                                                    OR u.id_tokens_invalid_before <= to_timestamp($16::bigint))
+                                                    OR u.id_tokens_invalid_before <= to_timestamp(\(\.issuedAt)::bigint))
                                           THEN now() ELSE u.last_sign_in_at END
             RETURNING u.id, u.google_sub, (u.xmax = 0) AS created,
                       CASE WHEN u.disabled_at IS NOT NULL THEN 'account_disabled'
                            WHEN u.google_sign_in_blocked_at IS NOT NULL THEN 'google_sign_in_blocked'
-                           WHEN u.id_tokens_invalid_before > to_timestamp($16::bigint) THEN 'id_token_revoked'
+                           WHEN u.id_tokens_invalid_before > to_timestamp(\(\.issuedAt)::bigint) THEN 'id_token_revoked'
                       END AS refusal
         ), s AS (
             INSERT INTO signin.sessions (user_id, token_hash, expires_at, client_id, user_agent, ip)
-            SELECT u.id, decode($10, 'hex'), date_trunc('second', now() + $11::interval), $12,
-                   left($13, 1024), $14::inet
+            SELECT u.id, decode(\(\.tokenHash), 'hex'), date_trunc('second', now() + \(\.lifetime)::interval), \(\.clientID),
+                   left(\(\.userAgent), 1024), \(\.ip)::inet
               FROM u
              WHERE u.refusal IS NULL
             RETURNING id, expires_at
@@ -57,12 +58,12 @@ package enum Queries {
             UPDATE signin.sessions t SET revoked_at = now(), revoked_reason = 'session_limit'
              WHERE t.id IN (SELECT o.id FROM signin.sessions o JOIN u ON o.user_id = u.id
                              WHERE u.refusal IS NULL AND o.revoked_at IS NULL AND o.expires_at > now()
-                             ORDER BY o.last_seen_at DESC, o.id DESC OFFSET greatest($15::int - 1, 0))
+                             ORDER BY o.last_seen_at DESC, o.id DESC OFFSET greatest(\(\.maxSessions)::int - 1, 0))
             RETURNING t.id
         ), audit AS (
             INSERT INTO signin.sign_ins (user_id, google_sub, outcome, reason, client_id, ip, user_agent, session_id)
             SELECT u.id, u.google_sub, CASE WHEN u.refusal IS NULL THEN 'success' ELSE 'failure' END, u.refusal,
-                   $12, $14::inet, left($13, 1024), s.id
+                   \(\.clientID), \(\.ip)::inet, left(\(\.userAgent), 1024), s.id
               FROM u LEFT JOIN s ON true
         )
         SELECT u.id, u.created, u.refusal, s.id, extract(epoch FROM s.expires_at)::bigint
@@ -72,29 +73,27 @@ package enum Queries {
     /// The readiness probe's round trip.
     package static let ping = Statement(name: "ping", sql: "SELECT 1")
 
-    /// A sign-in refused before the database was involved (bad token, wrong audience, ...), for the audit:
-    /// $1 reason code, $2 client_id, $3 ip, $4 user_agent.
-    package static let signInFailure = Statement(name: "sign_in_failure", sql: """
+    /// A sign-in refused before the database was involved (bad token, wrong audience, ...), for the audit.
+    static let signInFailure = TypedStatement<RefusedSignInArguments>(name: "sign_in_failure", """
         INSERT INTO signin.sign_ins (outcome, reason, client_id, ip, user_agent)
-        VALUES ('failure', $1, $2, $3::inet, left($4, 1024))
+        VALUES ('failure', \(\.reason), \(\.clientID), \(\.ip)::inet, left(\(\.userAgent), 1024))
         """)
 
-    /// The auth_request check: the session's user if the session is live. $1 token_hash (hex), $2 idle
-    /// timeout (interval). Refreshes last_seen_at at most once a minute, and never waits for it: a row another
-    /// transaction has locked (a sign-out, a DBA) is answered from what is committed and refreshed at a later
-    /// check, so a check never waits on a lock (and a batch of them, one transaction, never deadlocks). No
-    /// row: no valid session (unknown,
+    /// The auth_request check: the session's user if the presented session is live under the idle timeout.
+    /// Refreshes last_seen_at at most once a minute, and never waits for it: a row another transaction has locked
+    /// (a sign-out, a DBA) is answered from what is committed and refreshed at a later check, so a check never
+    /// waits on a lock (and a batch of them, one transaction, never deadlocks). No row: no valid session (unknown,
     /// revoked, expired, idle too long, or user disabled). Columns: session_id, user_id, google_sub, email,
     /// email_verified, expires_at (epoch).
-    package static let checkSession = Statement(name: "check_session", sql: """
+    static let checkSession = TypedStatement<CheckSessionArguments>(name: "check_session", """
         WITH s AS (
             SELECT s.id, s.user_id, s.last_seen_at, s.expires_at, u.google_sub, u.email, u.email_verified
               FROM signin.sessions s
               JOIN signin.users u ON u.id = s.user_id
-             WHERE s.token_hash = decode($1, 'hex')
+             WHERE s.token_hash = decode(\(\.hash), 'hex')
                AND s.revoked_at IS NULL
                AND s.expires_at > now()
-               AND s.last_seen_at > now() - $2::interval
+               AND s.last_seen_at > now() - \(\.idleTimeout)::interval
                AND u.disabled_at IS NULL
         ), due AS (
             SELECT l.id FROM signin.sessions l JOIN s ON s.id = l.id
@@ -107,28 +106,28 @@ package enum Queries {
           FROM s
         """)
 
-    /// Sign-out: $1 hash, $2 idle timeout (interval), $3 true to revoke every session of the user. Returns the
-    /// authenticated session (no row: not signed in) and how many sessions were revoked.
-    package static let signOut = Statement(name: "sign_out", sql: """
-        WITH me AS (\(liveSession)),
+    /// Sign-out: the presented session, or every session of its user when `everywhere`. Returns the authenticated
+    /// session (no row: not signed in) and how many sessions were revoked.
+    static let signOut = TypedStatement<SignOutArguments>(name: "sign_out", """
+        WITH me AS (\(liveSession(\.hash, \.idleTimeout))),
         revoked AS (
             UPDATE signin.sessions s
                SET revoked_at = now(),
-                   revoked_reason = CASE WHEN $3::boolean THEN 'sign_out_all' ELSE 'sign_out' END
+                   revoked_reason = CASE WHEN \(\.everywhere)::boolean THEN 'sign_out_all' ELSE 'sign_out' END
             FROM me
-            WHERE s.revoked_at IS NULL AND (s.id = me.id OR ($3::boolean AND s.user_id = me.user_id))
+            WHERE s.revoked_at IS NULL AND (s.id = me.id OR (\(\.everywhere)::boolean AND s.user_id = me.user_id))
             RETURNING s.id
         )
         SELECT me.id, (SELECT count(*) FROM revoked) FROM me
         """)
 
-    /// One page of the signed-in user's live sessions, newest first: $1 hash, $2 idle timeout (interval),
-    /// $3 page size, $4 the id the page starts below (NULL: the first page). One row per session (at most
-    /// $3 + 1, the extra one tells that a next page exists), or a single row of NULL session columns when the
-    /// page is empty; no row: not signed in. Columns: the presenting session's id, then the session's id,
-    /// created_at, last_seen_at, expires_at (epoch), user_agent, ip, client_id.
-    package static let listSessions = Statement(name: "list_sessions", sql: """
-        WITH me AS (\(liveSession))
+    /// One page of the signed-in user's live sessions, newest first: at most `limit` sessions with an id below
+    /// `after` (none: the first page). One row per session (at most `limit` + 1, the extra one tells that a next
+    /// page exists), or a single row of NULL session columns when the page is empty; no row: not signed in.
+    /// Columns: the presenting session's id, then the session's id, created_at, last_seen_at, expires_at (epoch),
+    /// user_agent, ip, client_id.
+    static let listSessions = TypedStatement<ListSessionsArguments>(name: "list_sessions", """
+        WITH me AS (\(liveSession(\.hash, \.idleTimeout)))
         SELECT me.id, p.id, p.created_at, p.last_seen_at, p.expires_at, p.user_agent, p.ip, p.client_id
           FROM me LEFT JOIN LATERAL (
                SELECT s.id, extract(epoch FROM s.created_at)::bigint AS created_at,
@@ -137,22 +136,22 @@ package enum Queries {
                       s.user_agent, host(s.ip) AS ip, s.client_id
                  FROM signin.sessions s
                 WHERE s.user_id = me.user_id AND s.revoked_at IS NULL AND s.expires_at > now()
-                  AND s.last_seen_at > now() - $2::interval
-                  AND ($4::bigint IS NULL OR s.id < $4::bigint)
+                  AND s.last_seen_at > now() - \(\.idleTimeout)::interval
+                  AND (\(\.after)::bigint IS NULL OR s.id < \(\.after)::bigint)
                 ORDER BY s.id DESC
-                LIMIT $3::int + 1) p ON true
+                LIMIT \(\.limit)::int + 1) p ON true
          ORDER BY p.id DESC
         """)
 
-    /// Revoke one of the signed-in user's own live sessions: $1 hash, $2 idle timeout (interval), $3 session
-    /// id. No row: not signed in; a count of 0: no such live session of this user.
-    package static let revokeOwnSession = Statement(name: "revoke_own_session", sql: """
-        WITH me AS (\(liveSession)),
+    /// Revoke one of the signed-in user's own live sessions, `sessionID`. No row: not signed in; a count of 0: no
+    /// such live session of this user.
+    static let revokeOwnSession = TypedStatement<RevokeOwnSessionArguments>(name: "revoke_own_session", """
+        WITH me AS (\(liveSession(\.hash, \.idleTimeout))),
         revoked AS (
             UPDATE signin.sessions s SET revoked_at = now(), revoked_reason = 'user_revoked'
             FROM me
-            WHERE s.id = $3::bigint AND s.user_id = me.user_id AND s.revoked_at IS NULL
-              AND s.expires_at > now() AND s.last_seen_at > now() - $2::interval
+            WHERE s.id = \(\.sessionID)::bigint AND s.user_id = me.user_id AND s.revoked_at IS NULL
+              AND s.expires_at > now() AND s.last_seen_at > now() - \(\.idleTimeout)::interval
             RETURNING s.id
         )
         SELECT me.id, (SELECT count(*) FROM revoked) FROM me
@@ -161,54 +160,53 @@ package enum Queries {
 
 /// Cross-Account Protection: one security event recorded and applied, each (jti, event type) once.
 package enum SecurityEventQueries {
-    /// $1 jti, $2 issuer, $3 event type, $4 the subject's sub (NULL: none we read), $5 reason, $6 state,
-    /// $7 the SET's iat (Unix seconds), $8 the action (`SecurityAction`: revoke, revoke_block, block, unblock,
-    /// flag, record), $9 the flag reason. Does nothing when the event was recorded before (no row); otherwise
+    /// One event (`SecurityEventArguments`; the action a `SecurityAction`: revoke, revoke_block, block, unblock,
+    /// flag, record). Does nothing when the event was recorded before (no row); otherwise
     /// applies the action to the user matched on google_sub (revoking live sessions with reason
     /// security_event, setting id_tokens_invalid_before, the block, the flag) and records the event with what
     /// was done. Blocks and unblocks are ordered by the events' iat, not by arrival: a block never undoes a
     /// later enable, an enable never lifts a later block. One row: user_id, outcome, sessions_revoked.
-    package static let apply = Statement(name: "apply_security_event", sql: """
+    static let apply = TypedStatement<SecurityEventArguments>(name: "apply_security_event", """
         WITH u AS (
-            SELECT id FROM signin.users WHERE google_sub = $4
+            SELECT id FROM signin.users WHERE google_sub = \(\.subject)
         ), fresh AS (
-            SELECT NOT EXISTS (SELECT 1 FROM signin.security_events WHERE jti = $1 AND event_type = $3) AS yes
+            SELECT NOT EXISTS (SELECT 1 FROM signin.security_events WHERE jti = \(\.jti) AND event_type = \(\.type)) AS yes
         ), revoked AS (
             UPDATE signin.sessions s SET revoked_at = now(), revoked_reason = 'security_event'
               FROM u, fresh
-             WHERE fresh.yes AND $8 IN ('revoke', 'revoke_block') AND s.user_id = u.id AND s.revoked_at IS NULL
+             WHERE fresh.yes AND \(\.action) IN ('revoke', 'revoke_block') AND s.user_id = u.id AND s.revoked_at IS NULL
             RETURNING s.id
         ), changed AS (
             UPDATE signin.users t
-               SET id_tokens_invalid_before = CASE WHEN $8 IN ('revoke', 'revoke_block')
-                       THEN greatest(t.id_tokens_invalid_before, to_timestamp($7::bigint))
+               SET id_tokens_invalid_before = CASE WHEN \(\.action) IN ('revoke', 'revoke_block')
+                       THEN greatest(t.id_tokens_invalid_before, to_timestamp(\(\.issuedAt)::bigint))
                        ELSE t.id_tokens_invalid_before END,
                    google_sign_in_blocked_at = CASE
-                       WHEN $8 IN ('block', 'revoke_block')
-                            AND (t.google_account_enabled_at IS NULL OR t.google_account_enabled_at < to_timestamp($7::bigint))
-                       THEN greatest(t.google_sign_in_blocked_at, to_timestamp($7::bigint))
-                       WHEN $8 = 'unblock' AND t.google_sign_in_blocked_at < to_timestamp($7::bigint) THEN NULL
+                       WHEN \(\.action) IN ('block', 'revoke_block')
+                            AND (t.google_account_enabled_at IS NULL OR t.google_account_enabled_at < to_timestamp(\(\.issuedAt)::bigint))
+                       THEN greatest(t.google_sign_in_blocked_at, to_timestamp(\(\.issuedAt)::bigint))
+                       WHEN \(\.action) = 'unblock' AND t.google_sign_in_blocked_at < to_timestamp(\(\.issuedAt)::bigint) THEN NULL
                        ELSE t.google_sign_in_blocked_at END,
-                   google_account_enabled_at = CASE WHEN $8 = 'unblock'
-                       THEN greatest(t.google_account_enabled_at, to_timestamp($7::bigint))
+                   google_account_enabled_at = CASE WHEN \(\.action) = 'unblock'
+                       THEN greatest(t.google_account_enabled_at, to_timestamp(\(\.issuedAt)::bigint))
                        ELSE t.google_account_enabled_at END,
-                   flagged_at = CASE WHEN $8 = 'flag' THEN coalesce(t.flagged_at, now()) ELSE t.flagged_at END,
-                   flagged_reason = CASE WHEN $8 = 'flag' THEN $9 ELSE t.flagged_reason END
+                   flagged_at = CASE WHEN \(\.action) = 'flag' THEN coalesce(t.flagged_at, now()) ELSE t.flagged_at END,
+                   flagged_reason = CASE WHEN \(\.action) = 'flag' THEN \(\.flagReason) ELSE t.flagged_reason END
               FROM u, fresh
-             WHERE fresh.yes AND t.id = u.id AND $8 <> 'record'
+             WHERE fresh.yes AND t.id = u.id AND \(\.action) <> 'record'
             RETURNING t.google_sign_in_blocked_at IS NOT NULL AS blocked
         )
         INSERT INTO signin.security_events (jti, issuer, event_type, subject_sub, user_id, reason, state, issued_at,
                                             applied_at, outcome, sessions_revoked)
-        SELECT $1, $2, $3, $4, u.id, $5, $6, to_timestamp($7::bigint),
-               CASE WHEN u.id IS NOT NULL AND $8 <> 'record' THEN now() END,
-               CASE WHEN $8 = 'record' THEN 'recorded'
+        SELECT \(\.jti), \(\.issuer), \(\.type), \(\.subject), u.id, \(\.reason), \(\.state), to_timestamp(\(\.issuedAt)::bigint),
+               CASE WHEN u.id IS NOT NULL AND \(\.action) <> 'record' THEN now() END,
+               CASE WHEN \(\.action) = 'record' THEN 'recorded'
                     WHEN u.id IS NULL THEN 'unknown_user'
-                    WHEN $8 = 'revoke' THEN 'sessions_revoked'
-                    WHEN $8 = 'revoke_block' THEN CASE WHEN (SELECT blocked FROM changed)
+                    WHEN \(\.action) = 'revoke' THEN 'sessions_revoked'
+                    WHEN \(\.action) = 'revoke_block' THEN CASE WHEN (SELECT blocked FROM changed)
                          THEN 'sessions_revoked_and_blocked' ELSE 'sessions_revoked_block_stale' END
-                    WHEN $8 = 'block' THEN CASE WHEN (SELECT blocked FROM changed) THEN 'blocked' ELSE 'block_stale' END
-                    WHEN $8 = 'unblock' THEN CASE WHEN (SELECT blocked FROM changed) THEN 'enable_stale' ELSE 'unblocked' END
+                    WHEN \(\.action) = 'block' THEN CASE WHEN (SELECT blocked FROM changed) THEN 'blocked' ELSE 'block_stale' END
+                    WHEN \(\.action) = 'unblock' THEN CASE WHEN (SELECT blocked FROM changed) THEN 'enable_stale' ELSE 'unblocked' END
                     ELSE 'flagged' END,
                (SELECT count(*) FROM revoked)
           FROM fresh LEFT JOIN u ON true
@@ -360,9 +358,22 @@ package enum OperatorQueries {
 /// The application's statements by name, for `tokensignin dev sql` (benchmarks run the same SQL in pgbench) and the
 /// test that keeps docs/database.md word for word in step.
 package enum StatementCatalog {
-    package static let statements = [Queries.signIn, Queries.checkSession, Queries.signInFailure, Queries.signOut,
-                             Queries.listSessions, Queries.revokeOwnSession, SecurityEventQueries.apply,
-                             ServiceSettingsQueries.record, ServiceSettingsQueries.read] + OperatorQueries.statements
+    /// A statement and the names of its parameters, `$1` first (none known for a positional one).
+    package struct Entry: Sendable {
+        package let statement: Statement
+        package let parameters: [String]
+    }
+
+    private static func typed<Arguments>(_ statement: TypedStatement<Arguments>) -> Entry {
+        Entry(statement: statement.statement, parameters: statement.parameterNames)
+    }
+
+    package static let entries = [typed(Queries.signIn), typed(Queries.checkSession), typed(Queries.signInFailure),
+                                  typed(Queries.signOut), typed(Queries.listSessions), typed(Queries.revokeOwnSession),
+                                  typed(SecurityEventQueries.apply)]
+        + ([ServiceSettingsQueries.record, ServiceSettingsQueries.read] + OperatorQueries.statements)
+            .map { Entry(statement: $0, parameters: []) }
+    package static var statements: [Statement] { entries.map(\.statement) }
     package static var names: [String] { statements.map(\.name) }
-    package static func sql(named name: String) -> String? { statements.first { $0.name == name }?.sql }
+    package static func entry(named name: String) -> Entry? { entries.first { $0.statement.name == name } }
 }

@@ -30,6 +30,14 @@ public struct TypedStatement<Arguments>: Sendable {
     public var sql: String { statement.sql }
     /// How many `$n` the statement has: the distinct key paths it was written with.
     public var parameterCount: Int { bindings.count }
+    /// The name of each `$n`'s property, in order (`googleSub` for `\SignInArguments.googleSub`): what the docs and
+    /// the benchmarks' pgbench scripts bind by name.
+    public var parameterNames: [String] {
+        bindings.map { binding in
+            let path = String(describing: binding.keyPath)
+            return path.firstIndex(of: ".").map { String(path[path.index(after: $0)...]) } ?? path
+        }
+    }
 
     public init(name: String, _ template: SQLTemplate<Arguments>) {
         var sql = ""
