@@ -133,11 +133,11 @@ pgbench_script() {
 # the default limit of 100 live sessions per user. Usage: signin_pgbench_script OUT USERS
 signin_pgbench_script() {
     pgbench_script sign_in "$1" \
-        "googleSub=('pgbench-user-' || :n::text)" "email='bench@example.com'" "emailVerified='true'" \
-        name=NULL givenName=NULL familyName=NULL picture=NULL locale=NULL hostedDomain=NULL \
-        "tokenHash=encode(sha256(convert_to(:n::text || '-' || :c::text || '-' || clock_timestamp()::text, 'UTF8')), 'hex')" \
-        "lifetime='2592000 seconds'" "clientID='$client_id'" userAgent=NULL "ip='127.0.0.1'" maxSessions=100 \
-        "issuedAt=extract(epoch FROM now())::bigint" <<PGB
+        "token.subject=('pgbench-user-' || :n::text)" "token.email='bench@example.com'" "token.emailVerified='true'" \
+        token.name=NULL token.givenName=NULL token.familyName=NULL token.picture=NULL token.locale=NULL token.hostedDomain=NULL \
+        "session.tokenHash=encode(sha256(convert_to(:n::text || '-' || :c::text || '-' || clock_timestamp()::text, 'UTF8')), 'hex')" \
+        "lifetime='2592000 seconds'" "session.clientID='$client_id'" session.userAgent=NULL "session.ip='127.0.0.1'" \
+        maxSessions=100 "token.issuedAt=extract(epoch FROM now())::bigint" <<PGB
 \set n random(1, $2)
 \set c random(1, 1000000000)
 PGB

@@ -27,3 +27,15 @@ extension CodedError {
     public func hash(into hasher: inout Hasher) { hasher.combine(code) }
     public var description: String { code.name }
 }
+
+/// The error type of a module whose failures are a reason code and a detail, nothing more (the module names it:
+/// `public typealias IDTokenError = CodedFailure<IDTokenReason>`).
+public struct CodedFailure<Code: ReasonCode>: CodedError {
+    public let code: Code
+    public let detail: String
+
+    public init(_ code: Code, _ detail: String = "") {
+        self.code = code
+        self.detail = detail
+    }
+}

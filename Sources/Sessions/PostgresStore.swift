@@ -187,7 +187,7 @@ package final class PostgresStore: SessionStore, SecurityEventStore {
         try inTransaction { (connection) throws(StoreError) -> [AppliedSecurityEvent] in
             var applied: [AppliedSecurityEvent] = []
             for event in events {
-                let rows = try connection.execute(SecurityEventQueries.apply, SecurityEventArguments(event))
+                let rows = try connection.execute(SecurityEventQueries.apply, event)
                 guard rows.count == 1 else {
                     applied.append(AppliedSecurityEvent(type: event.type, userID: nil, outcome: AppliedSecurityEvent.duplicate,
                                                         sessionsRevoked: 0))

@@ -32,7 +32,7 @@ package enum Queries {
             INSERT INTO signin.users AS u
                    (google_sub, email, email_verified, name, given_name, family_name, picture, locale,
                     hosted_domain, last_sign_in_at)
-            VALUES (\(\.googleSub), \(\.email), coalesce(\(\.emailVerified)::boolean, false), \(\.name), \(\.givenName), \(\.familyName), \(\.picture), \(\.locale), \(\.hostedDomain), now())
+            VALUES (\(\.token.subject), \(\.token.email), coalesce(\(\.token.emailVerified)::boolean, false), \(\.token.name), \(\.token.givenName), \(\.token.familyName), \(\.token.picture), \(\.token.locale), \(\.token.hostedDomain), now())
             ON CONFLICT (google_sub) DO UPDATE
                SET email = EXCLUDED.email, email_verified = EXCLUDED.email_verified, name = EXCLUDED.name,
                    given_name = EXCLUDED.given_name, family_name = EXCLUDED.family_name,
@@ -40,17 +40,17 @@ package enum Queries {
                    updated_at = now(),
                    last_sign_in_at = CASE WHEN u.disabled_at IS NULL AND u.google_sign_in_blocked_at IS NULL
                                                AND (u.id_tokens_invalid_before IS NULL
-                                                    OR u.id_tokens_invalid_before <= to_timestamp(\(\.issuedAt)::bigint))
+                                                    OR u.id_tokens_invalid_before <= to_timestamp(\(\.token.issuedAt)::bigint))
                                           THEN now() ELSE u.last_sign_in_at END
             RETURNING u.id, u.google_sub, (u.xmax = 0) AS created,
                       CASE WHEN u.disabled_at IS NOT NULL THEN 'account_disabled'
                            WHEN u.google_sign_in_blocked_at IS NOT NULL THEN 'google_sign_in_blocked'
-                           WHEN u.id_tokens_invalid_before > to_timestamp(\(\.issuedAt)::bigint) THEN 'id_token_revoked'
+                           WHEN u.id_tokens_invalid_before > to_timestamp(\(\.token.issuedAt)::bigint) THEN 'id_token_revoked'
                       END AS refusal
         ), s AS (
             INSERT INTO signin.sessions (user_id, token_hash, expires_at, client_id, user_agent, ip)
-            SELECT u.id, decode(\(\.tokenHash), 'hex'), date_trunc('second', now() + \(\.lifetime)::interval), \(\.clientID),
-                   left(\(\.userAgent), 1024), \(\.ip)::inet
+            SELECT u.id, decode(\(\.session.tokenHash), 'hex'), date_trunc('second', now() + \(\.lifetime)::interval), \(\.session.clientID),
+                   left(\(\.session.userAgent), 1024), \(\.session.ip)::inet
               FROM u
              WHERE u.refusal IS NULL
             RETURNING id, expires_at
@@ -63,7 +63,7 @@ package enum Queries {
         ), audit AS (
             INSERT INTO signin.sign_ins (user_id, google_sub, outcome, reason, client_id, ip, user_agent, session_id)
             SELECT u.id, u.google_sub, CASE WHEN u.refusal IS NULL THEN 'success' ELSE 'failure' END, u.refusal,
-                   \(\.clientID), \(\.ip)::inet, left(\(\.userAgent), 1024), s.id
+                   \(\.session.clientID), \(\.session.ip)::inet, left(\(\.session.userAgent), 1024), s.id
               FROM u LEFT JOIN s ON true
         )
         SELECT u.id, u.created, u.refusal, s.id, extract(epoch FROM s.expires_at)::bigint
@@ -160,13 +160,13 @@ package enum Queries {
 
 /// Cross-Account Protection: one security event recorded and applied, each (jti, event type) once.
 package enum SecurityEventQueries {
-    /// One event (`SecurityEventArguments`; the action a `SecurityAction`: revoke, revoke_block, block, unblock,
+    /// One event (the action a `SecurityAction`: revoke, revoke_block, block, unblock,
     /// flag, record). Does nothing when the event was recorded before (no row); otherwise
     /// applies the action to the user matched on google_sub (revoking live sessions with reason
     /// security_event, setting id_tokens_invalid_before, the block, the flag) and records the event with what
     /// was done. Blocks and unblocks are ordered by the events' iat, not by arrival: a block never undoes a
     /// later enable, an enable never lifts a later block. One row: user_id, outcome, sessions_revoked.
-    static let apply = TypedStatement<SecurityEventArguments>(name: "apply_security_event", """
+    static let apply = TypedStatement<SecurityEventRecord>(name: "apply_security_event", """
         WITH u AS (
             SELECT id FROM signin.users WHERE google_sub = \(\.subject)
         ), fresh AS (
@@ -174,39 +174,39 @@ package enum SecurityEventQueries {
         ), revoked AS (
             UPDATE signin.sessions s SET revoked_at = now(), revoked_reason = 'security_event'
               FROM u, fresh
-             WHERE fresh.yes AND \(\.action) IN ('revoke', 'revoke_block') AND s.user_id = u.id AND s.revoked_at IS NULL
+             WHERE fresh.yes AND \(\.actionName) IN ('revoke', 'revoke_block') AND s.user_id = u.id AND s.revoked_at IS NULL
             RETURNING s.id
         ), changed AS (
             UPDATE signin.users t
-               SET id_tokens_invalid_before = CASE WHEN \(\.action) IN ('revoke', 'revoke_block')
+               SET id_tokens_invalid_before = CASE WHEN \(\.actionName) IN ('revoke', 'revoke_block')
                        THEN greatest(t.id_tokens_invalid_before, to_timestamp(\(\.issuedAt)::bigint))
                        ELSE t.id_tokens_invalid_before END,
                    google_sign_in_blocked_at = CASE
-                       WHEN \(\.action) IN ('block', 'revoke_block')
+                       WHEN \(\.actionName) IN ('block', 'revoke_block')
                             AND (t.google_account_enabled_at IS NULL OR t.google_account_enabled_at < to_timestamp(\(\.issuedAt)::bigint))
                        THEN greatest(t.google_sign_in_blocked_at, to_timestamp(\(\.issuedAt)::bigint))
-                       WHEN \(\.action) = 'unblock' AND t.google_sign_in_blocked_at < to_timestamp(\(\.issuedAt)::bigint) THEN NULL
+                       WHEN \(\.actionName) = 'unblock' AND t.google_sign_in_blocked_at < to_timestamp(\(\.issuedAt)::bigint) THEN NULL
                        ELSE t.google_sign_in_blocked_at END,
-                   google_account_enabled_at = CASE WHEN \(\.action) = 'unblock'
+                   google_account_enabled_at = CASE WHEN \(\.actionName) = 'unblock'
                        THEN greatest(t.google_account_enabled_at, to_timestamp(\(\.issuedAt)::bigint))
                        ELSE t.google_account_enabled_at END,
-                   flagged_at = CASE WHEN \(\.action) = 'flag' THEN coalesce(t.flagged_at, now()) ELSE t.flagged_at END,
-                   flagged_reason = CASE WHEN \(\.action) = 'flag' THEN \(\.flagReason) ELSE t.flagged_reason END
+                   flagged_at = CASE WHEN \(\.actionName) = 'flag' THEN coalesce(t.flagged_at, now()) ELSE t.flagged_at END,
+                   flagged_reason = CASE WHEN \(\.actionName) = 'flag' THEN \(\.flagReason) ELSE t.flagged_reason END
               FROM u, fresh
-             WHERE fresh.yes AND t.id = u.id AND \(\.action) <> 'record'
+             WHERE fresh.yes AND t.id = u.id AND \(\.actionName) <> 'record'
             RETURNING t.google_sign_in_blocked_at IS NOT NULL AS blocked
         )
         INSERT INTO signin.security_events (jti, issuer, event_type, subject_sub, user_id, reason, state, issued_at,
                                             applied_at, outcome, sessions_revoked)
         SELECT \(\.jti), \(\.issuer), \(\.type), \(\.subject), u.id, \(\.reason), \(\.state), to_timestamp(\(\.issuedAt)::bigint),
-               CASE WHEN u.id IS NOT NULL AND \(\.action) <> 'record' THEN now() END,
-               CASE WHEN \(\.action) = 'record' THEN 'recorded'
+               CASE WHEN u.id IS NOT NULL AND \(\.actionName) <> 'record' THEN now() END,
+               CASE WHEN \(\.actionName) = 'record' THEN 'recorded'
                     WHEN u.id IS NULL THEN 'unknown_user'
-                    WHEN \(\.action) = 'revoke' THEN 'sessions_revoked'
-                    WHEN \(\.action) = 'revoke_block' THEN CASE WHEN (SELECT blocked FROM changed)
+                    WHEN \(\.actionName) = 'revoke' THEN 'sessions_revoked'
+                    WHEN \(\.actionName) = 'revoke_block' THEN CASE WHEN (SELECT blocked FROM changed)
                          THEN 'sessions_revoked_and_blocked' ELSE 'sessions_revoked_block_stale' END
-                    WHEN \(\.action) = 'block' THEN CASE WHEN (SELECT blocked FROM changed) THEN 'blocked' ELSE 'block_stale' END
-                    WHEN \(\.action) = 'unblock' THEN CASE WHEN (SELECT blocked FROM changed) THEN 'enable_stale' ELSE 'unblocked' END
+                    WHEN \(\.actionName) = 'block' THEN CASE WHEN (SELECT blocked FROM changed) THEN 'blocked' ELSE 'block_stale' END
+                    WHEN \(\.actionName) = 'unblock' THEN CASE WHEN (SELECT blocked FROM changed) THEN 'enable_stale' ELSE 'unblocked' END
                     ELSE 'flagged' END,
                (SELECT count(*) FROM revoked)
           FROM fresh LEFT JOIN u ON true

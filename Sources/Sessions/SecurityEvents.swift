@@ -47,15 +47,19 @@ package enum SecurityAction: String, Sendable, CaseIterable {
 
 /// One event of a verified SET, as the store records it.
 package struct SecurityEventRecord: Sendable, Equatable {
-    package var jti: String
-    package var issuer: String
-    package var type: String
+    package let jti: String
+    package let issuer: String
+    package let type: String
     /// The Google account's sub, when the event names one issued by Google; nil otherwise.
-    package var subject: String?
-    package var reason: String?
-    package var state: String?
+    package let subject: String?
+    package let reason: String?
+    package let state: String?
     /// The SET's iat (Unix seconds): when Google issued the event.
-    package var issuedAt: Int64
+    package let issuedAt: Int64
+    /// What it does to the account, by name (`SecurityAction`'s raw value), as `apply_security_event` binds it.
+    let actionName: String
+    /// `users.flagged_reason` for a flag.
+    let flagReason: String?
 
     package init(jti: String, issuer: String, type: String, subject: String?, reason: String?, state: String?, issuedAt: Int64) {
         self.jti = jti
@@ -65,6 +69,8 @@ package struct SecurityEventRecord: Sendable, Equatable {
         self.reason = reason
         self.state = state
         self.issuedAt = issuedAt
+        actionName = SecurityAction.of(type: type, reason: reason).rawValue
+        flagReason = SecurityAction.flagReason(type: type, reason: reason)
     }
 
     package var action: SecurityAction { .of(type: type, reason: reason) }

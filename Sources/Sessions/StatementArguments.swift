@@ -2,47 +2,20 @@
 import IDToken
 import Store
 
+/// A sign-in: the verified token's claims and the new session, read where they lie.
 struct SignInArguments {
-    var googleSub: String
-    var email: String?
-    var emailVerified: Bool
-    var name: String?
-    var givenName: String?
-    var familyName: String?
-    var picture: String?
-    var locale: String?
-    var hostedDomain: String?
-    /// SHA-256 of the new session's token.
-    var tokenHash: SessionToken.Hash
+    let token: VerifiedToken
+    let session: NewSession
     /// The session's absolute lifetime.
-    var lifetime: SQLInterval
-    /// The token's `aud`.
-    var clientID: String
-    var userAgent: String?
-    /// The client address, NULL when it is not one.
-    var ip: String?
+    let lifetime: SQLInterval
     /// Live sessions a user may hold.
-    var maxSessions: Int
-    /// The ID token's `iat` (Unix seconds).
-    var issuedAt: Int64
+    let maxSessions: Int
 
     init(_ token: VerifiedToken, _ session: NewSession, _ policy: SessionPolicy) {
-        googleSub = token.subject
-        email = token.email
-        emailVerified = token.emailVerified
-        name = token.name
-        givenName = token.givenName
-        familyName = token.familyName
-        picture = token.picture
-        locale = token.locale
-        hostedDomain = token.hostedDomain
-        tokenHash = session.tokenHash
+        self.token = token
+        self.session = session
         lifetime = SQLInterval(seconds: policy.lifetime)
-        clientID = session.clientID
-        userAgent = session.userAgent
-        ip = session.ip
         maxSessions = policy.maxSessionsPerUser
-        issuedAt = token.issuedAt
     }
 }
 
@@ -79,32 +52,4 @@ struct RevokeOwnSessionArguments {
     var hash: SessionToken.Hash
     var idleTimeout: SQLInterval
     var sessionID: Int64
-}
-
-struct SecurityEventArguments {
-    var jti: String
-    var issuer: String
-    /// The event type URI.
-    var type: String
-    /// The subject's sub; nil: none we read.
-    var subject: String?
-    var reason: String?
-    var state: String?
-    /// The SET's `iat` (Unix seconds).
-    var issuedAt: Int64
-    /// `SecurityAction`'s raw value.
-    var action: String
-    var flagReason: String?
-
-    init(_ event: SecurityEventRecord) {
-        jti = event.jti
-        issuer = event.issuer
-        type = event.type
-        subject = event.subject
-        reason = event.reason
-        state = event.state
-        issuedAt = event.issuedAt
-        action = event.action.rawValue
-        flagReason = SecurityAction.flagReason(type: event.type, reason: event.reason)
-    }
 }
