@@ -178,17 +178,12 @@ package final class InMemoryStore: SessionStore, SecurityEventStore {
         try failIfAsked()
         guard let index = authenticated(hash) else { return nil }
         let me = sessions[index]
-        var page = sessions.filter { session in session.userID == me.userID && isLive(session) && (after.map { session.id < $0 } ?? true) }
+        let page = sessions.filter { session in session.userID == me.userID && isLive(session) && (after.map { session.id < $0 } ?? true) }
             .sorted { $0.id > $1.id }
             .map { SessionSummary(id: $0.id, createdAt: Timestamp(unixSeconds: $0.createdAt),
                                   lastSeenAt: Timestamp(unixSeconds: $0.lastSeenAt), expiresAt: Timestamp(unixSeconds: $0.expiresAt),
                                   userAgent: $0.userAgent, ip: $0.ip, clientID: $0.clientID, current: $0.id == me.id) }
-        var next: Int64?
-        if page.count > limit {
-            page.removeLast(page.count - limit)
-            next = page.last?.id
-        }
-        return SessionPage(sessions: page, next: next)
+        return SessionPage(newestFirst: page, limit: limit)
     }
 
     package func revokeSession(_ id: Int64, presentedBy hash: SessionToken.Hash) throws -> RevokeOutcome? {

@@ -162,12 +162,7 @@ package final class PostgresStore: SessionStore, SecurityEventStore {
             sessions.append(SessionSummary(id: id, createdAt: created, lastSeenAt: lastSeen, expiresAt: expires,
                                            userAgent: userAgent, ip: ip, clientID: clientID, current: id == current))
         }
-        var next: Int64?
-        if sessions.count > limit {
-            sessions.removeLast(sessions.count - limit)
-            next = sessions.last?.id
-        }
-        return SessionPage(sessions: sessions, next: next)
+        return SessionPage(newestFirst: sessions, limit: limit)
     }
 
     package func revokeSession(_ id: Int64, presentedBy hash: SessionToken.Hash) throws -> RevokeOutcome? {

@@ -115,6 +115,19 @@ package struct SessionPage: Sendable, Equatable {
     package var next: Int64?
 }
 
+extension SessionPage {
+    /// The first `limit` of `sessions` (newest first, read one beyond the page to tell whether another follows),
+    /// with the cursor of the next page when there is one.
+    init(newestFirst sessions: [SessionSummary], limit: Int) {
+        guard sessions.count > limit else {
+            self.init(sessions: sessions, next: nil)
+            return
+        }
+        let page = Array(sessions.prefix(limit))
+        self.init(sessions: page, next: page.last?.id)
+    }
+}
+
 /// What sign-out did: the presenting session and how many sessions it ended (itself included).
 package struct SignedOut: Sendable, Equatable {
     package var sessionID: Int64
