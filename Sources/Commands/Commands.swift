@@ -68,7 +68,7 @@ public enum Commands {
                tokensignin risc verify --service-account FILE --state STRING [--api URL]
                tokensignin risc status --service-account FILE [--api URL]
                tokensignin dev keygen --out DIR [--kind rsa|p256]
-               tokensignin dev token --key PEM --kid KID --aud CLIENT_ID --sub SUB [--email E [--email-verified false]] [--name N] [--hd D]
+               tokensignin dev token --key PEM --kid KID --aud CLIENT_ID [--azp CLIENT_ID] --sub SUB [--email E [--email-verified false]] [--name N] [--hd D]
                                      [--iat UNIX] [--ttl SECONDS] [--count N]
                tokensignin dev sql NAME [--parameters]
         """

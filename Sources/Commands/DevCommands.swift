@@ -53,7 +53,7 @@ struct DevCommands {
 
     private func token(_ arguments: ArraySlice<String>) throws(CommandError) -> Int32 {
         let options = try Arguments(arguments, options: Dictionary(uniqueKeysWithValues: [
-            "--key", "--kid", "--aud", "--sub", "--email", "--email-verified", "--name", "--hd", "--iat", "--ttl", "--count",
+            "--key", "--kid", "--aud", "--azp", "--sub", "--email", "--email-verified", "--name", "--hd", "--iat", "--ttl", "--count",
         ].map { ($0, .value) }))
         guard options.positionals.isEmpty else { throw CommandError(.usage, "unexpected argument") }
         guard let keyPath = options.value("--key"), let kid = options.value("--kid"),
@@ -74,7 +74,8 @@ struct DevCommands {
             return ExitCode.failed
         }
         var claims: [String: ClaimValue] = [
-            "iss": "https://accounts.google.com", "aud": .string(aud), "azp": .string(aud),
+            // The authorized party is the audience, as in a web client's token, unless given.
+            "iss": "https://accounts.google.com", "aud": .string(aud), "azp": .string(options.value("--azp") ?? aud),
             "iat": .integer(iat), "exp": .integer(iat + ttl),
         ]
         if let email = options.value("--email") {

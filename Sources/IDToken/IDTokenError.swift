@@ -32,6 +32,11 @@ public enum IDTokenReason: String, ReasonCode {
     case badClaimType = "bad_claim_type"
     case badSubject = "bad_subject"
     case hostedDomainNotAllowed = "hosted_domain_not_allowed"
+    /// `azp` is present and is neither one of the client IDs nor a client of the same Google Cloud project: the
+    /// token was issued to another party (a service account's metadata server, another project's client).
+    case unauthorizedParty = "unauthorized_party"
+    /// The token is a Google Cloud service account's (`email` ends in `.gserviceaccount.com`): not a person.
+    case serviceAccount = "service_account"
     /// A string claim holds a control character (C0, such as NUL, CR or LF, or DEL).
     case badClaimValue = "bad_claim_value"
     /// A string claim is longer than the database stores (counted in Unicode scalars, as PostgreSQL's length()).

@@ -66,7 +66,41 @@ public struct VerifiedToken: Sendable, Hashable {
 
 public struct Verifier: Sendable {
     public let policy: Policy
-    public init(policy: Policy) { self.policy = policy }
+    /// The Google Cloud project numbers of the client IDs (`<number>-<id>.apps.googleusercontent.com`): an `azp` of
+    /// one of these projects is the site's own (its Android or iOS client).
+    private let projects: Set<Substring>
+
+    public init(policy: Policy) {
+        self.policy = policy
+        projects = Set(policy.clientIDs.compactMap(Self.projectNumber(ofClientID:)))
+    }
+
+    /// The project number of an OAuth client ID, nil for anything that is not one.
+    static func projectNumber(ofClientID id: String) -> Substring? {
+        let suffix = ".apps.googleusercontent.com"
+        guard id.hasSuffix(suffix), let dash = id.firstIndex(of: "-") else { return nil }
+        let number = id[..<dash]
+        let name = id[id.index(after: dash)...].dropLast(suffix.count)
+        guard !number.isEmpty, number.utf8.count <= 20, number.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
+              !name.isEmpty, name.utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x7a) })
+        else { return nil }
+        return number
+    }
+
+    /// Who the token was issued to may sign in here: no `azp` (a web client's own token), one of the client IDs,
+    /// or a client of the same Google Cloud project (the site's Android and iOS clients share its number).
+    func isAuthorizedParty(_ azp: String?) -> Bool {
+        guard let azp else { return true }
+        if policy.clientIDs.contains(where: { sameBytes($0, azp) }) { return true }
+        return Self.projectNumber(ofClientID: azp).map(projects.contains) ?? false
+    }
+
+    /// A Google Cloud service account's token: its `email` is in `.gserviceaccount.com` (any letter case).
+    static func isServiceAccount(email: String?) -> Bool {
+        guard let email else { return false }
+        return email.utf8.count > ".gserviceaccount.com".utf8.count
+            && email.lowercased().hasSuffix(".gserviceaccount.com")
+    }
 
     /// Verifies `token` against `keys` at `now` (Unix seconds). No I/O.
     public func verify(_ token: String, keys: KeySet, now: Int64) -> Result<VerifiedToken, IDTokenError> {
@@ -110,6 +144,10 @@ public struct Verifier: Sendable {
                 return .failure(IDTokenError(.hostedDomainNotAllowed, ""))
             }
         }
+        // Service accounts can mint Google-signed ID tokens for any audience (metadata server, IAM generateIdToken):
+        // they are programs, never users, and their `azp` is not one of the site's clients.
+        if Self.isServiceAccount(email: claims.email) { return .failure(IDTokenError(.serviceAccount, "")) }
+        guard isAuthorizedParty(claims.azp) else { return .failure(IDTokenError(.unauthorizedParty, "")) }
         if let problem = Self.unstorable(claims, sub: sub) { return .failure(problem) }
         return .success(VerifiedToken(
             subject: sub, audience: aud[0], issuer: iss, issuedAt: iat, expiresAt: exp, keyID: keyID,
@@ -163,6 +201,8 @@ struct ClaimTypeError: Error { let claim: String }
 struct Claims: Decodable {
     var iss: String?
     var aud: [String]?
+    /// The authorized party: the client the token was issued to.
+    var azp: String?
     var exp: Int64?
     var iat: Int64?
     var nbf: Int64?
@@ -178,7 +218,7 @@ struct Claims: Decodable {
     var hasEvents = false
 
     enum CodingKeys: String, CodingKey {
-        case iss, aud, exp, iat, nbf, sub, email, name, picture, locale, hd, events
+        case iss, aud, azp, exp, iat, nbf, sub, email, name, picture, locale, hd, events
         case emailVerified = "email_verified", givenName = "given_name", familyName = "family_name"
     }
 
@@ -186,6 +226,7 @@ struct Claims: Decodable {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         iss = try c.claimString(.iss)
         aud = try c.claimAudience(.aud)
+        azp = try c.claimString(.azp)
         exp = try c.claimTime(.exp)
         iat = try c.claimTime(.iat)
         nbf = try c.claimTime(.nbf)

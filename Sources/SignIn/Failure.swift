@@ -53,7 +53,7 @@ package struct Failure: Sendable {
             case .tokenTooLarge, .malformed, .badBase64, .badHeader, .unsupportedAlgorithm, .embeddedKey, .unknownCrit,
                  .badPayload, .expired, .notYetValid, .issuedInFuture, .lifetimeTooLong, .missingClaim, .badClaimType,
                  .badSubject, .hostedDomainNotAllowed, .badClaimValue, .claimTooLong, .notAnIDToken, .notASecurityEvent,
-                 .badEvents, .invalidKeySet, .keysUnavailable:
+                 .badEvents, .invalidKeySet, .keysUnavailable, .unauthorizedParty, .serviceAccount:
                 code = "invalid_request"
             }
             description = Self.securityEventDescriptions[code] ?? "the security event token is not valid"
@@ -135,7 +135,8 @@ package struct Failure: Sendable {
         case .tokenTooLarge, .malformed, .badBase64, .badHeader, .unsupportedAlgorithm, .embeddedKey, .unknownCrit, .missingKid,
              .unknownKid, .algorithmMismatch, .badSignature, .badPayload, .badIssuer, .badAudience, .expired, .notYetValid,
              .issuedInFuture, .lifetimeTooLong, .missingClaim, .badClaimType, .badSubject, .badClaimValue, .claimTooLong,
-             .notAnIDToken, .notASecurityEvent, .badEvents, .weakKey, .unusableKey, .duplicateKid, .invalidKeySet:
+             .notAnIDToken, .notASecurityEvent, .badEvents, .weakKey, .unusableKey, .duplicateKid, .invalidKeySet,
+             .unauthorizedParty, .serviceAccount:
             self.init(.invalidToken, "the ID token is not valid", reason: reason)
         }
     }

@@ -174,6 +174,31 @@ private func sha256Hex(_ stack: Stack, _ text: String) throws -> String {
         #expect(try stack.count("signin.sign_ins WHERE outcome = 'failure' AND reason = 'bad_audience'") >= 1)
     }
 
+    /// Google-signed tokens for our audience that are not a person signing in through one of the site's clients: a
+    /// service account's (its metadata server mints one for any audience) and one issued to another project's
+    /// client. 401, no user, no session, and the audit row names the reason.
+    @Test(arguments: [
+        ("service_account", nil, "robot@my-project.iam.gserviceaccount.com"),
+        ("service_account", "104029292853099978293", "123456789012-compute@developer.gserviceaccount.com"),
+        ("unauthorized_party", "104029292853099978293", nil),
+        ("unauthorized_party", "999999999999-otherproject.apps.googleusercontent.com", "someone@example.com"),
+    ] as [(String, String?, String?)])
+    func tokensOfServiceAccountsAndOtherProjectsAreRefused(reason: String, azp: String?, email: String?) throws {
+        let sub = "1400000000000000000\(reason.count)\(azp?.count ?? 0)"
+        let answer = try stack.signIn(try stack.token(sub: sub, azp: azp, email: email))
+        #expect(answer.status == 401 && answer.errorCode == "invalid_token", "\(answer)")
+        #expect(answer.headers("Set-Cookie").isEmpty)
+        #expect(try stack.count("signin.users WHERE google_sub = '\(sub)'") == 0)
+        #expect(try stack.count("signin.sign_ins WHERE outcome = 'failure' AND reason = '\(reason)'") >= 1)
+    }
+
+    /// The site's Android or iOS client shares the web client's project number: its tokens sign in without being listed.
+    @Test func aClientOfTheSameProjectSignsInWithoutBeingListed() throws {
+        let project = String(stack.clientID.prefix { $0 != "-" })
+        let answer = try stack.signIn(try stack.token(sub: "140000000000000000099", azp: "\(project)-androidapp.apps.googleusercontent.com"))
+        #expect(answer.status == 200, "\(answer)")
+    }
+
     @Test(arguments: [
         ("application/json", "{not json", 400, "invalid_request"),
         ("application/json", #"{"idToken": 5}"#, 400, "invalid_request"),

@@ -234,9 +234,10 @@ final class Stack: @unchecked Sendable {
     // MARK: tokens
 
     /// A development ID token signed by this stack's key (the server trusts it through TOKENSIGNIN_JWKS_FILE).
-    func token(sub: String, aud: String? = nil, email: String? = nil, emailVerified: Bool = true, name: String? = nil,
+    func token(sub: String, aud: String? = nil, azp: String? = nil, email: String? = nil, emailVerified: Bool = true, name: String? = nil,
                hd: String? = nil, iat: Int? = nil, ttl: Int? = nil, key: String? = nil, kid: String? = nil) throws -> String {
         var arguments = ["dev", "token", "--key", key ?? keyPath, "--kid", kid ?? self.kid, "--aud", aud ?? clientID, "--sub", sub]
+        if let azp { arguments += ["--azp", azp] }
         if let email { arguments += ["--email", email, "--email-verified", emailVerified ? "true" : "false"] }
         if let name { arguments += ["--name", name] }
         if let hd { arguments += ["--hd", hd] }

@@ -58,6 +58,26 @@ let rejectedClaimCases: [ClaimCase] = [
               hostedDomains: ["example.com"], expected: "hosted_domain_not_allowed"),
     ClaimCase(name: "hostedDomainAsNumberIsABadClaimType", changes: ["hd": 1],
               hostedDomains: ["example.com"], expected: "bad_claim_type"),
+    // Who the token was issued to (azp): a client of the site's own Google Cloud project, or nobody else.
+    ClaimCase(name: "authorizedPartyOfAnotherProjectIsRejected", changes: ["azp": "999999999999-clientc.apps.googleusercontent.com"],
+              expected: "unauthorized_party"),
+    ClaimCase(name: "authorizedPartyThatIsAServiceAccountsIdIsRejected", changes: ["azp": "104029292853099978293"],
+              expected: "unauthorized_party"),
+    ClaimCase(name: "authorizedPartyThatIsAnEmailIsRejected", changes: ["azp": "robot@project.iam.gserviceaccount.com"],
+              removed: ["email"], expected: "unauthorized_party"),
+    ClaimCase(name: "authorizedPartyWithTheProjectNumberButNoClientShapeIsRejected", changes: ["azp": "123456789012-x"],
+              expected: "unauthorized_party"),
+    ClaimCase(name: "authorizedPartyDifferingInCaseIsRejected", changes: ["azp": "123456789012-CLIENTC.apps.googleusercontent.com"],
+              expected: "unauthorized_party"),
+    ClaimCase(name: "authorizedPartyAsNumberIsABadClaimType", changes: ["azp": 7], expected: "bad_claim_type"),
+    // Service accounts are programs, not people, whatever their token's audience.
+    ClaimCase(name: "serviceAccountEmailIsRejected", changes: ["email": "robot@project.iam.gserviceaccount.com"],
+              expected: "service_account"),
+    ClaimCase(name: "serviceAccountEmailInCapitalsIsRejected", changes: ["email": "Robot@Project.IAM.GServiceAccount.COM"],
+              expected: "service_account"),
+    ClaimCase(name: "defaultComputeServiceAccountIsRejected",
+              changes: ["email": "123456789012-compute@developer.gserviceaccount.com", "azp": "104029292853099978293"],
+              expected: "service_account"),
 ]
 
 let acceptedClaimCases: [ClaimCase] = [
@@ -79,6 +99,13 @@ let acceptedClaimCases: [ClaimCase] = [
     ClaimCase(name: "allowedHostedDomainIsAccepted", changes: ["hd": "example.com"],
               hostedDomains: ["other.example", "example.com"], expected: "ok"),
     ClaimCase(name: "hostedDomainIgnoredWhenNoListIsConfigured", changes: ["hd": "anything.example"], expected: "ok"),
+    ClaimCase(name: "noAuthorizedPartyIsAccepted", changes: [:], removed: ["azp"], expected: "ok"),
+    ClaimCase(name: "authorizedPartyThatIsAnotherConfiguredClientIsAccepted", changes: ["azp": .string(Fixture.otherClientID)],
+              expected: "ok"),
+    ClaimCase(name: "authorizedPartyOfTheSameProjectIsAccepted",
+              changes: ["azp": "123456789012-androidclient.apps.googleusercontent.com"], expected: "ok"),
+    ClaimCase(name: "anEmailMerelyMentioningServiceAccountsIsAccepted", changes: ["email": "gserviceaccount.com@example.com"],
+              expected: "ok"),
     ClaimCase(name: "unknownClaimsAreIgnored", changes: ["nonce": "n-0S6_WzA2Mj", "at_hash": "HK6E_P6Dh8Y93mRNtsDB1Q"],
               expected: "ok"),
 ]

@@ -39,7 +39,9 @@ func escapedQuoteInAStringIsNotItsEndAtEveryOffset(_ padding: Int) {
     let policy = Policy(clientIDs: ["caf\u{E9}.apps.googleusercontent.com"])
     let decomposed = Keys.rsa.sign(claims: Fixture.claims(["aud": .string("cafe\u{301}.apps.googleusercontent.com")]))
     #expect(Fixture.code(Fixture.verify(decomposed, policy: policy)) == "bad_audience")
-    let precomposed = Keys.rsa.sign(claims: Fixture.claims(["aud": .string("caf\u{E9}.apps.googleusercontent.com")]))
+    // Issued to that client (azp), as a web client's token is.
+    let precomposed = Keys.rsa.sign(claims: Fixture.claims(["aud": .string("caf\u{E9}.apps.googleusercontent.com"),
+                                                            "azp": .string("caf\u{E9}.apps.googleusercontent.com")]))
     #expect(Fixture.code(Fixture.verify(precomposed, policy: policy)) == "ok")
 }
 
