@@ -20,5 +20,6 @@ public func fuzzOneInput(_ data: UnsafePointer<UInt8>, _ count: Int) -> Int32 {
     if check.decide(origin: text, secFetchSite: nil) == .allowed { precondition(text.lowercased().contains("app.example")) }
     _ = check.decide(origin: nil, secFetchSite: text)
     _ = check.decideTokenPost(origin: text, webForm: count % 2 == 0)
+    _ = check.decideTokenPost(origin: nil, secFetchSite: text)
     return 0
 }

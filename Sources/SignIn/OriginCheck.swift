@@ -123,12 +123,25 @@ public struct OriginCheck: Sendable {
     /// site origin; refused otherwise, so another site cannot post its own ID token from a victim's browser
     /// and sign the victim into the attacker's account. The web form (`webForm`) is posted cross-site by
     /// Google's page, so `webFormOrigins` are allowed for it as well; its `g_csrf_token` cookie protects it.
-    public func decideTokenPost(origin: String?, webForm: Bool = false) -> Decision {
-        guard let origin else { return .allowed }
+    ///
+    /// Without `Origin`, a browser's `Sec-Fetch-Site` still tells another site's request apart (a form some browsers
+    /// post without `Origin`): `cross-site` or `same-site` (another origin of the same site) is refused.
+    public func decideTokenPost(origin: String?, secFetchSite: String? = nil, webForm: Bool = false) -> Decision {
+        guard let origin else { return decideWithoutOrigin(secFetchSite: secFetchSite) }
         if webForm, let parsed = Origin(parsing: origin.trimmingASCIIWhitespace()), webFormOrigins.contains(parsed) {
             return .allowed
         }
         return decide(origin: origin, secFetchSite: nil)
+    }
+
+    /// A state-changing request that carries no `Origin` (a native app's, a Bearer-authenticated one): allowed unless a
+    /// browser's `Sec-Fetch-Site` says it comes from another site or another origin of this one. Native clients
+    /// send neither header.
+    public func decideWithoutOrigin(secFetchSite: String?) -> Decision {
+        guard let site = secFetchSite?.trimmingASCIIWhitespace().lowercased(), site == "cross-site" || site == "same-site" else {
+            return .allowed
+        }
+        return .refused(reason: "no Origin and Sec-Fetch-Site is \(site)")
     }
 
     /// Sign in with Google's redirect mode posts the web form from Google's own page.

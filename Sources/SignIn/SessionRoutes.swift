@@ -37,14 +37,17 @@ extension Application {
     }
 
     /// The presented session for a change. Cookie-authenticated changes must come from the site itself (Origin
-    /// or Sec-Fetch-Site); that is checked before the token itself, so a forged request learns nothing of it.
+    /// or Sec-Fetch-Site); a Bearer-authenticated one without Origin must not be a browser's cross-site request
+    /// (Sec-Fetch-Site). Checked before the token itself, so a forged request learns nothing of it.
     func sessionForChange(_ request: Request) throws(SignInError) -> SessionToken {
         guard let presented = presented(request) else { throw SignInError(.notSignedIn, "no session token presented") }
-        if case .cookie = presented {
-            let decision = originCheck.decide(origin: request.header("Origin"),
-                                                            secFetchSite: request.header("Sec-Fetch-Site"))
-            if case .refused(let reason) = decision { throw SignInError(.crossSite, reason) }
+        let origin = request.header("Origin"), secFetchSite = request.header("Sec-Fetch-Site")
+        let decision: OriginCheck.Decision
+        switch presented {
+        case .cookie: decision = originCheck.decide(origin: origin, secFetchSite: secFetchSite)
+        case .bearer: decision = origin == nil ? originCheck.decideWithoutOrigin(secFetchSite: secFetchSite) : .allowed
         }
+        if case .refused(let reason) = decision { throw SignInError(.crossSite, reason) }
         guard let token = presented.token else { throw SignInError(.notSignedIn, "malformed session token") }
         return token
     }

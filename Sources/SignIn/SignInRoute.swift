@@ -8,12 +8,16 @@ extension Application {
     /// small (a token's claims are many strings).
     final class AdmittedSignIn {
         let isWebForm: Bool
+        /// Posted by a page of the site (it carried an Origin, which passed the check): the token goes in the
+        /// HttpOnly cookie only, out of reach of the page's scripts.
+        let fromBrowser: Bool
         let token: VerifiedToken
         let session: SessionToken
         let newSession: NewSession
 
-        init(isWebForm: Bool, token: VerifiedToken, session: SessionToken, newSession: NewSession) {
+        init(isWebForm: Bool, fromBrowser: Bool, token: VerifiedToken, session: SessionToken, newSession: NewSession) {
             self.isWebForm = isWebForm
+            self.fromBrowser = fromBrowser
             self.token = token
             self.session = session
             self.newSession = newSession
@@ -45,7 +49,8 @@ extension Application {
                                              cookieHeader: request.header("Cookie"))
         // Login CSRF: another site's page must not sign this browser into an attacker's account. The web
         // form is posted by Google's page (Origin https://accounts.google.com) and carries its CSRF pair.
-        if case .refused(let reason) = originCheck.decideTokenPost(origin: request.header("Origin"), webForm: parsed.isWebForm) {
+        if case .refused(let reason) = originCheck.decideTokenPost(origin: request.header("Origin"), secFetchSite: request.header("Sec-Fetch-Site"),
+                                                                 webForm: parsed.isWebForm) {
             throw SignInError(.crossSite, reason)
         }
 
@@ -65,8 +70,8 @@ extension Application {
             throw error
         }
         let session = session ?? SessionToken.generate()
-        return AdmittedSignIn(isWebForm: parsed.isWebForm, token: token, session: session,
-                              newSession: NewSession(tokenHash: session.hash, clientID: token.audience,
+        return AdmittedSignIn(isWebForm: parsed.isWebForm, fromBrowser: request.header("Origin") != nil, token: token,
+                              session: session, newSession: NewSession(tokenHash: session.hash, clientID: token.audience,
                                                      userAgent: Self.userAgent(request), ip: request.remoteIP))
     }
 
@@ -102,7 +107,7 @@ extension Application {
                 user.bool("created", signedIn.created)
             }
             body.object("session") { session in
-                session.string("token", admitted.session.value)
+                if !admitted.fromBrowser { session.string("token", admitted.session.value) }
                 session.string("expires_at", signedIn.expiresAt.rfc3339)
             }
             return .json(encoded: body.finished(), headers: [cookie])

@@ -128,6 +128,26 @@ import Testing
         #expect(try check(cookie: token).status == 401)
     }
 
+    /// A browser's cross-site request carries no Origin here, only Sec-Fetch-Site: refused like a wrong Origin,
+    /// whether the session is the cookie or a Bearer header, and nothing is revoked.
+    @Test(arguments: ["cross-site", "same-site"])
+    func changesWithoutOriginFromAnotherSiteAreRefused(fetchSite: String) throws {
+        let sub = fetchSite == "cross-site" ? "210000000000000000030" : "210000000000000000031"
+        let (token, _) = try signedIn(sub)
+        let (phone, _) = try signedIn(sub)
+        let list = try stack.request("GET", "/sessions", headers: ["Authorization": "Bearer \(phone)"])
+        let phoneID = "\((try #require((list.json["sessions"] as? [[String: Any]])?.first))["id"]!)"
+        for presented in [["Cookie": "__Host-tokensignin=\(token)"], ["Authorization": "Bearer \(token)"]] {
+            let headers = presented.merging(["Sec-Fetch-Site": fetchSite]) { $1 }
+            for (method, path) in [("POST", "/tokensignout"), ("POST", "/tokensignout?all=1"), ("DELETE", "/sessions/\(phoneID)")] {
+                let answer = try stack.request(method, path, headers: headers)
+                #expect(answer.status == 403 && answer.errorCode == "csrf_check_failed", "\(presented) \(method) \(path): \(answer)")
+            }
+        }
+        #expect(try check(bearer: token).status == 200)
+        #expect(try check(bearer: phone).status == 200)
+    }
+
     @Test func bearerSignOutNeedsNoOriginAndAllRevokesEverySession() throws {
         let (first, _) = try signedIn("210000000000000000005")
         let (second, _) = try signedIn("210000000000000000005")

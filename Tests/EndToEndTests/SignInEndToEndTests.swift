@@ -61,6 +61,22 @@ private func sha256Hex(_ stack: Stack, _ text: String) throws -> String {
         #expect(try stack.count("signin.sign_ins WHERE outcome = 'success' AND google_sub = '110000000000000000001'") == 1)
     }
 
+    /// Through nginx: a JSON sign-in from the site's own page answers the session in the cookie only; the same
+    /// without Origin (a native app) in the body too.
+    @Test func aBrowsersJSONSignInKeepsTheSessionTokenOutOfTheBody() throws {
+        let token = try stack.token(sub: "110000000000000000031")
+        let answer = try stack.request("POST", "/tokensignin", headers: ["Content-Type": "application/json", "Origin": stack.siteOrigin],
+                                       body: #"{"idToken":"\#(token)"}"#)
+        #expect(answer.status == 200, "\(answer)")
+        let session = try #require(answer.json["session"] as? [String: Any])
+        #expect(session["token"] == nil && session["expires_at"] is String)
+        let cookie = try #require(answer.headers("Set-Cookie").first)
+        let cookieToken = String(cookie.dropFirst("__Host-tokensignin=".count).prefix { $0 != ";" })
+        #expect(cookieToken.count == 43 && !answer.body.contains(cookieToken))
+        let check = try stack.request("GET", "/auth/session", headers: ["Cookie": "__Host-tokensignin=\(cookieToken)"])
+        #expect(check.status == 200, "the cookie's session is live")
+    }
+
     @Test func secondSignInUpdatesTheSameUser() throws {
         let first = try stack.signIn(try stack.token(sub: "110000000000000000002", name: "Old Name"))
         #expect(first.status == 200, "\(first)")
@@ -101,14 +117,18 @@ private func sha256Hex(_ stack: Stack, _ text: String) throws -> String {
     @Test func tokenPostsFromAnotherSiteAreRefused() throws {
         // Login CSRF: a page elsewhere posting the attacker's own token, as JSON or as either form.
         let token = try stack.token(sub: "110000000000000000009")
-        for (type, body, cookie) in [("application/json", #"{"idToken":"\#(token)"}"#, ""),
-                                     ("application/x-www-form-urlencoded", "idtoken=\(token)", ""),
-                                     ("application/x-www-form-urlencoded", "credential=\(token)&g_csrf_token=c1", "g_csrf_token=c1")] {
-            var headers = ["Content-Type": type, "Origin": "https://evil.example"]
-            if !cookie.isEmpty { headers["Cookie"] = cookie }
-            let answer = try stack.request("POST", "/tokensignin", headers: headers, body: body)
-            #expect(answer.status == 403, "\(type): \(answer)")
-            #expect(answer.errorCode == "csrf_check_failed")
+        // The same without Origin, from a browser whose Sec-Fetch-Site says where the post comes from.
+        let from: [[String: String]] = [["Origin": "https://evil.example"], ["Sec-Fetch-Site": "cross-site"], ["Sec-Fetch-Site": "same-site"]]
+        for site in from {
+            for (type, body, cookie) in [("application/json", #"{"idToken":"\#(token)"}"#, ""),
+                                         ("application/x-www-form-urlencoded", "idtoken=\(token)", ""),
+                                         ("application/x-www-form-urlencoded", "credential=\(token)&g_csrf_token=c1", "g_csrf_token=c1")] {
+                var headers = site.merging(["Content-Type": type]) { $1 }
+                if !cookie.isEmpty { headers["Cookie"] = cookie }
+                let answer = try stack.request("POST", "/tokensignin", headers: headers, body: body)
+                #expect(answer.status == 403, "\(site) \(type): \(answer)")
+                #expect(answer.errorCode == "csrf_check_failed")
+            }
         }
         #expect(try stack.count("signin.users WHERE google_sub = '110000000000000000009'") == 0)
     }

@@ -79,6 +79,21 @@ private let check = OriginCheck(siteOrigins: [Origin(parsing: "https://example.c
         #expect((check.decideTokenPost(origin: origin) == .allowed) == allowed)
     }
 
+    /// (Sec-Fetch-Site, allowed) of a token post without Origin: a native client sends neither; a browser that leaves
+    /// Origin out still says where the request comes from, and another site (or another origin of this site) is refused.
+    @Test(arguments: [
+        (nil, true), ("same-origin", true), ("none", true), ("cross-site", false), ("same-site", false),
+        (" Cross-Site ", false), ("SAME-SITE", false),
+    ] as [(String?, Bool)])
+    func tokenPostWithoutOriginIsRefusedWhenTheBrowserSaysItIsCrossSite(secFetchSite: String?, allowed: Bool) {
+        for webForm in [false, true] {
+            #expect((check.decideTokenPost(origin: nil, secFetchSite: secFetchSite, webForm: webForm) == .allowed) == allowed)
+        }
+        #expect((check.decideWithoutOrigin(secFetchSite: secFetchSite) == .allowed) == allowed)
+        // With an Origin, the Origin decides.
+        #expect(check.decideTokenPost(origin: "https://example.com", secFetchSite: secFetchSite) == .allowed)
+    }
+
     /// (Origin header, allowed): the web form is also posted by Google's own page, and by no other site.
     @Test(arguments: [
         (nil, true),

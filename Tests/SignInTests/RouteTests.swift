@@ -306,6 +306,27 @@ extension Response {
         #expect(answer.status == 413 && answer.errorCode == "request_too_large")
     }
 
+    /// A JSON sign-in from one of the site's pages (its Origin) gets the session in the HttpOnly cookie only: no
+    /// page script can read the token from the body. A native client (no Origin) gets it in the body, as before,
+    /// the same token as the cookie's.
+    @Test(arguments: [nil, "https://app.example"] as [String?])
+    func theSessionTokenIsInTheBodyOnlyForClientsWithoutOrigin(origin: String?) throws {
+        let h = try RouteHarness()
+        let answer = h.signIn("good-ada", headers: origin.map { ["Origin": $0] } ?? [:])
+        #expect(answer.status == 200)
+        let session = try #require(answer.json["session"] as? [String: Any])
+        #expect(session["expires_at"] as? String != nil)
+        let cookie = try #require(answer.headers("Set-Cookie").first)
+        let cookieToken = String(cookie.dropFirst("__Host-tokensignin=".count).prefix { $0 != ";" })
+        #expect(SessionToken(presented: cookieToken)?.hash == h.store.sessions.first?.hash)
+        if origin == nil {
+            #expect(session["token"] as? String == cookieToken)
+        } else {
+            #expect(session["token"] == nil && session.keys.sorted() == ["expires_at"])
+            #expect(!answer.text.contains(cookieToken))
+        }
+    }
+
     /// (Origin, allowed) for JSON token posts: native apps send none; a browser sends the site's own.
     @Test(arguments: [(nil, true), ("https://app.example", true), ("https://APP.example:443", true),
                       ("https://evil.example", false), ("null", false), ("https://accounts.google.com", false)] as [(String?, Bool)])
@@ -316,6 +337,32 @@ extension Response {
         if !allowed {
             #expect(answer.errorCode == "csrf_check_failed")
             #expect(h.store.sessions.isEmpty)
+        }
+    }
+
+    /// (Sec-Fetch-Site, status) of token posts without Origin, JSON, form and the web form: a browser that says the
+    /// post comes from another site is refused like a wrong Origin (no session, nothing audited as a sign-in).
+    @Test(arguments: [(nil, 200), ("same-origin", 200), ("none", 200), ("cross-site", 403), ("same-site", 403)] as [(String?, Int)])
+    func tokenPostWithoutOriginFromAnotherSiteIsRefused(fetchSite: String?, status: Int) throws {
+        for body in ["json", "form", "webForm"] {
+            let h = try RouteHarness()
+            var headers: [String: String] = [:]
+            if let fetchSite { headers["Sec-Fetch-Site"] = fetchSite }
+            let answer: Response
+            switch body {
+            case "json": answer = h.signIn("good-ada", headers: headers)
+            case "form": answer = h.request("POST", "/tokensignin", headers: headers, contentType: "application/x-www-form-urlencoded",
+                                            body: "idtoken=good-ada")
+            default:
+                headers["Cookie"] = "g_csrf_token=abc"
+                answer = h.request("POST", "/tokensignin", headers: headers, contentType: "application/x-www-form-urlencoded",
+                                   body: "credential=good-ada&g_csrf_token=abc")
+            }
+            #expect(answer.status == (status == 200 && body == "webForm" ? 303 : status), "\(body): \(answer.text)")
+            if status == 403 {
+                #expect(answer.errorCode == "csrf_check_failed")
+                #expect(h.store.sessions.isEmpty && h.store.audit.isEmpty)
+            }
         }
     }
 
@@ -511,6 +558,24 @@ extension Response {
         let token = try h.session()
         _ = try h.session()
         #expect(h.request("DELETE", "/sessions/2", headers: ["Authorization": "Bearer \(token)", "Origin": "https://evil.example"]).status == 204)
+    }
+
+    /// (Sec-Fetch-Site, allowed) of Bearer-authenticated changes without Origin: native apps send neither header; a
+    /// browser's cross-site request is refused like a wrong Origin.
+    @Test(arguments: [(nil, true), ("same-origin", true), ("cross-site", false), ("same-site", false)] as [(String?, Bool)])
+    func bearerChangesWithoutOriginFromAnotherSiteAreRefused(fetchSite: String?, allowed: Bool) throws {
+        let h = try RouteHarness()
+        let token = try h.session()
+        _ = try h.session()
+        var headers = ["Authorization": "Bearer \(token)"]
+        if let fetchSite { headers["Sec-Fetch-Site"] = fetchSite }
+        let revoke = h.request("DELETE", "/sessions/2", headers: headers)
+        let signOut = h.request("POST", "/tokensignout", headers: headers)
+        for answer in [revoke, signOut] {
+            #expect(answer.status == (allowed ? 204 : 403))
+            if !allowed { #expect(answer.errorCode == "csrf_check_failed") }
+        }
+        #expect(h.store.sessions.map(\.revokedReason) == (allowed ? ["sign_out", "user_revoked"] : [nil, nil]))
     }
 
     @Test func devicesListShowsTheUsersLiveSessionsNewestFirst() throws {
