@@ -34,7 +34,7 @@ bench_start() {
     eval "$("$here/scripts/pgcluster" env "$dir/pg" "$pgport")"
     (cd "$here" && "$bin" migrate >/dev/null)
     "$bin" dev keygen --out "$dir/keys" >/dev/null
-    export TOKENSIGNIN_CLIENT_IDS="$client_id" TOKENSIGNIN_JWKS_FILE="$dir/keys/dev-jwks.json"
+    export TOKENSIGNIN_CLIENT_IDS="$client_id" TOKENSIGNIN_JWKS_FILE="$dir/keys/dev-jwks.json" TOKENSIGNIN_ALLOW_NON_GOOGLE_KEYS=1
     export TOKENSIGNIN_LISTEN="$dir/fcgi.sock" TOKENSIGNIN_WORKERS=$workers
     export TOKENSIGNIN_SITE_ORIGINS="https://127.0.0.1:$port"
     start_responder "$bin"

@@ -145,7 +145,7 @@ public enum Commands {
             return ExitCode.usage
         }
         do {
-            try Serve.run(configuration, log: io.log, clock: io.now)
+            try Serve.run(configuration, log: io.log, clock: io.now, fileMode: io.fileMode)
             return ExitCode.ok
         } catch {
             io.err("tokensignin serve: \(error)")

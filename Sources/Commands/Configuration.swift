@@ -61,6 +61,8 @@ public struct Configuration: Sendable, Equatable {
     public var sqlDirectory = ""
     /// Whether `listen` may be a TCP address other than loopback (off: FastCGI has no authentication).
     public var allowRemoteListen = false
+    /// Whether a key set that is not Google's may be trusted (`keySource`); development and tests only.
+    public var allowNonGoogleKeys = false
     /// Database passwords (from `TOKENSIGNIN_DATABASE_URL` and `PGPASSWORD`) that no message may repeat: libpq echoes
     /// a malformed URL whole.
     public var secrets: [String] = []
@@ -123,6 +125,18 @@ public struct Configuration: Sendable, Equatable {
         guard SettingText.isAcceptableRedirect(signInRedirect, siteOrigins: siteOrigins) else {
             throw CommandError(.invalidConfiguration, "\(Setting.signInRedirect.variable) must be a path starting with a single '/' or an https URL on one of \(Setting.siteOrigins.variable), got '\(signInRedirect)'")
         }
+    }
+
+    /// Where the keys that tokens are verified with come from.
+    package var keySource: KeySource { jwksFile.map { .file($0) } ?? .url(jwksURL) }
+
+    /// Refuses a key source that is not Google's unless `TOKENSIGNIN_ALLOW_NON_GOOGLE_KEYS` says so: whoever holds
+    /// the private key of a trusted key set can sign anyone in. `serve` and `verify` (its keys from the settings)
+    /// call it before they trust any key.
+    package func requireTrustedKeys() throws(CommandError) {
+        guard keySource != .google, !allowNonGoogleKeys else { return }
+        let which = jwksFile.map { "\(Setting.jwksFile.variable) (\($0))" } ?? "\(Setting.jwksURL.variable) \(jwksURL)"
+        throw CommandError(.invalidConfiguration, "\(which) is not Google's key set: tokens signed by its keys would sign anyone in. Unset it to use Google's keys, or set \(Setting.allowNonGoogleKeys.variable)=1 for development and tests")
     }
 
     /// Every variable and flag, one per line, for `tokensignin serve --help`.

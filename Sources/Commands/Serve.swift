@@ -9,8 +9,13 @@ import SignIn
 public enum Serve {
     /// Runs the responder until SIGTERM/SIGINT (graceful: in-flight requests finish). Throws at start-up
     /// for a setting that cannot work (naming it), or when the server fails.
+    /// - Parameter fileMode: a file's permission bits (the key file's are checked), nil when it cannot be read.
     public static func run(_ configuration: Configuration, log: Log, clock: @escaping @Sendable () -> Int64,
-                           metrics: Metrics = Metrics()) throws(CommandError) {
+                           fileMode: @Sendable (String) -> UInt32? = { _ in nil }, metrics: Metrics = Metrics()) throws(CommandError) {
+        try configuration.requireTrustedKeys()
+        if let file = configuration.jwksFile, let mode = fileMode(file), mode & 0o022 != 0 {
+            throw CommandError(.invalidConfiguration, "\(Setting.jwksFile.variable): \(file) is writable by other users (mode \(String(mode & 0o777, radix: 8))): whoever can write it can sign anyone in; chmod go-w it")
+        }
         let server: Server
         do {
             server = try Server(listen: configuration.listen, lanes: lanes(configuration),
@@ -46,6 +51,10 @@ public enum Serve {
                                                           "detail": configuration.redacted(error.detail)])
         }
 
+        if configuration.keySource != .google {
+            log.warning("non_google_keys_trusted", ["source": configuration.keySource.kind, "location": configuration.keySource.location,
+                                                    "detail": "tokens signed by this key set are trusted (\(Setting.allowNonGoogleKeys.variable)=1): development and tests only"])
+        }
         log.info("started", ["version": Version.number, "build": Version.build,
                              "listen": server.address, "workers": String(configuration.workers),
                              "check_workers": String(configuration.checkWorkers),
@@ -53,8 +62,8 @@ public enum Serve {
                              "client_ids": configuration.clientIDs.joined(separator: ","),
                              "keys": configuration.jwksFile ?? configuration.jwksURL])
         do {
-            let service = Service(site: configuration.site, tokens: keys, log: log, clock: clock, metrics: metrics,
-                                  samples: { [server] in samples(of: server) })
+            let service = Service(site: configuration.site, tokens: keys, keySource: configuration.keySource, log: log, clock: clock,
+                                  metrics: metrics, samples: { [server] in samples(of: server) })
             try server.run(place: Routes.placement(of:), overloaded: { _ in overloadedResponse },
                            report: { event in reportFastCGI(event, log: log) },
                            makeHandler: { _ in

@@ -33,6 +33,7 @@ public enum Setting: String, CaseIterable, Sendable {
     case maxSessionsPerUser = "MAX_SESSIONS_PER_USER"
     case sqlDirectory = "SQL_DIR"
     case allowRemoteListen = "ALLOW_REMOTE_LISTEN"
+    case allowNonGoogleKeys = "ALLOW_NON_GOOGLE_KEYS"
 
     /// The environment variable, e.g. `TOKENSIGNIN_CLIENT_IDS`.
     public var variable: String { "TOKENSIGNIN_" + rawValue }
@@ -183,8 +184,11 @@ public enum Setting: String, CaseIterable, Sendable {
             Entry(defaultText: "sql", help: "migration files for `tokensignin migrate`") { text, c in c.sqlDirectory = text }
         case .allowRemoteListen:
             Entry(defaultText: "false", help: "true to let LISTEN be a TCP address other than loopback") { text, c throws(CommandError) in
-                guard let allowed = SettingText.boolean(text) else { throw invalid("\(variable) must be true or false, got '\(text)'") }
-                c.allowRemoteListen = allowed
+                c.allowRemoteListen = try boolean(text)
+            }
+        case .allowNonGoogleKeys:
+            Entry(defaultText: "false", help: "1 to trust a key set that is not Google's (JWKS_FILE, another JWKS_URL): development and tests only") { text, c throws(CommandError) in
+                c.allowNonGoogleKeys = try boolean(text)
             }
         }
     }
@@ -212,6 +216,11 @@ public enum Setting: String, CaseIterable, Sendable {
     private func choice<Value: RawRepresentable>(_ text: String, _ allowed: String) throws(CommandError) -> Value
         where Value.RawValue == String {
         guard let value = Value(rawValue: text) else { throw invalid("\(variable) must be \(allowed), got '\(text)'") }
+        return value
+    }
+
+    private func boolean(_ text: String) throws(CommandError) -> Bool {
+        guard let value = SettingText.boolean(text) else { throw invalid("\(variable) must be true or false, got '\(text)'") }
         return value
     }
 

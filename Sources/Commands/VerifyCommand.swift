@@ -33,6 +33,9 @@ extension Commands {
             }
             do {
                 configuration = try Configuration(environment: environment, processorCount: io.processorCount)
+                // A key file named on the command line is the operator's own choice for this one check; keys from the
+                // settings (TOKENSIGNIN_JWKS_FILE, a JWKS URL) are held to the service's rule.
+                if !options.has("--jwks") { try configuration.requireTrustedKeys() }
             } catch {
                 throw CommandError(.usage, error.detail)
             }

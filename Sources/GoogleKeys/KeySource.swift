@@ -13,6 +13,22 @@ public enum KeySource: Sendable, Hashable {
     public static let googleURL = "https://www.googleapis.com/oauth2/v3/certs"
     public static let google = KeySource.url(googleURL)
 
+    /// `google`, `url` (another URL) or `file`, as `/readyz` and `tokensignin_key_source{kind=...}` name it.
+    public var kind: String {
+        switch self {
+        case .file: "file"
+        case .url(let url): url == Self.googleURL ? "google" : "url"
+        }
+    }
+
+    /// The file's path or the URL.
+    public var location: String {
+        switch self {
+        case .file(let path): path
+        case .url(let url): url
+        }
+    }
+
     /// A message for the operator when this source can never work (a non-https URL), nil when it may.
     public var configurationProblem: String? {
         switch self {

@@ -1,5 +1,6 @@
 // One worker's application: a request matched to its route in the table, answered, logged and counted.
 import FastCGI
+import GoogleKeys
 import IDToken
 import Logging
 import Sessions
@@ -8,16 +9,19 @@ import Sessions
 package struct Service: Sendable {
     package var site: Site
     package var tokens: any TokenVerifying
+    /// Where `tokens` gets its keys (`/readyz` and `/metrics` show it).
+    package var keySource: KeySource
     package var log: Log
     package var clock: @Sendable () -> Int64
     package var metrics: Metrics
     /// Gauges read when `/metrics` is scraped (the FastCGI server's workers).
     package var samples: @Sendable () -> [Metrics.Sample]
 
-    package init(site: Site, tokens: any TokenVerifying, log: Log, clock: @escaping @Sendable () -> Int64, metrics: Metrics,
-                 samples: @escaping @Sendable () -> [Metrics.Sample] = { [] }) {
+    package init(site: Site, tokens: any TokenVerifying, keySource: KeySource = .google, log: Log, clock: @escaping @Sendable () -> Int64,
+                 metrics: Metrics, samples: @escaping @Sendable () -> [Metrics.Sample] = { [] }) {
         self.site = site
         self.tokens = tokens
+        self.keySource = keySource
         self.log = log
         self.clock = clock
         self.metrics = metrics

@@ -1,5 +1,6 @@
 // GET /readyz and /metrics: what the operators' probes and Prometheus read (`/healthz` is its row in the table).
 import FastCGI
+import GoogleKeys
 import struct Store.StoreError
 
 extension Application {
@@ -14,11 +15,15 @@ extension Application {
         }
         let keys = tokens.keyReadiness
         if !keys.loaded { reasons.append(.string("keys_not_loaded")) } else if keys.stale { reasons.append(.string("keys_stale")) }
+        // Where the keys come from, so a responder trusting a development key set is seen at once.
+        var keySource: [(String, JSONValue)] = [("kind", .string(service.keySource.kind))]
+        if service.keySource != .google { keySource.append(("location", .string(service.keySource.location))) }
         guard reasons.isEmpty else {
-            return .json(status: 503, .object([("status", .string("unavailable")), ("reasons", .array(reasons))]),
+            return .json(status: 503, .object([("status", .string("unavailable")), ("reasons", .array(reasons)),
+                                               ("key_source", .object(keySource))]),
                          headers: [("Retry-After", String(Failure.retryAfterDatabase))])
         }
-        return .json(.object([("status", .string("ready"))]))
+        return .json(.object([("status", .string("ready")), ("key_source", .object(keySource))]))
     }
 
     func metricsPage() -> Response {
@@ -29,6 +34,8 @@ extension Application {
             Metrics.Sample(name: "tokensignin_key_refreshes_total", help: "Key set fetches started.", type: "counter", value: Double(keys.fetches)),
             Metrics.Sample(name: "tokensignin_key_refresh_failures_total", help: "Key set fetches that failed.", type: "counter",
                            value: Double(keys.failures)),
+            Metrics.Sample(name: "tokensignin_key_source", help: "Where the keys come from: google, or a url or file trusted by TOKENSIGNIN_ALLOW_NON_GOOGLE_KEYS.",
+                           labels: [("kind", service.keySource.kind)], value: 1),
         ]
         if let age = keys.ageSeconds {
             samples.append(Metrics.Sample(name: "tokensignin_key_set_age_seconds", help: "Seconds since the key set was fetched.", value: age))

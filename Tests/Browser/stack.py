@@ -115,6 +115,7 @@ class Stack:
             "TOKENSIGNIN_LISTEN": str(self.socket),
             "TOKENSIGNIN_CLIENT_IDS": self.client_id,
             "TOKENSIGNIN_JWKS_FILE": str(keys / "dev-jwks.json"),
+            "TOKENSIGNIN_ALLOW_NON_GOOGLE_KEYS": "1",
             "TOKENSIGNIN_WORKERS": "2",
             "TOKENSIGNIN_SITE_ORIGINS": self.site,
             "TOKENSIGNIN_SIGNIN_REDIRECT": "/app/",

@@ -37,6 +37,7 @@ private func rendered(_ config: Configuration, _ setting: Setting) -> String {
     case .maxSessionsPerUser: String(config.maxSessionsPerUser)
     case .sqlDirectory: config.sqlDirectory
     case .allowRemoteListen: String(config.allowRemoteListen)
+    case .allowNonGoogleKeys: String(config.allowNonGoogleKeys)
     }
 }
 
@@ -73,6 +74,7 @@ private func listenText(_ listen: Listen) -> String {
         (.maxSessionsPerUser, "100"),
         (.sqlDirectory, "sql"),
         (.allowRemoteListen, "false"),
+        (.allowNonGoogleKeys, "false"),
     ])
     func unsetSettingTakesItsDefault(setting: Setting, expected: String) throws {
         #expect(rendered(try configuration(), setting) == expected)
@@ -125,6 +127,7 @@ private func listenText(_ listen: Listen) -> String {
         (.maxSessionsPerUser, "5", "7", "7"),
         (.sqlDirectory, "/env/sql", "/usr/share/tokensignin/sql", "/usr/share/tokensignin/sql"),
         (.allowRemoteListen, "true", "no", "false"),
+        (.allowNonGoogleKeys, "0", "1", "true"),
     ])
     func flagOverridesEnvironment(setting: Setting, environment: String, flag: String, expected: String) throws {
         let env = [setting.variable: environment]
@@ -147,7 +150,7 @@ private func listenText(_ listen: Listen) -> String {
             "TOKENSIGNIN_DATABASE_POOLER",
             "TOKENSIGNIN_SESSION_TTL", "TOKENSIGNIN_SESSION_IDLE_TTL", "TOKENSIGNIN_COOKIE_NAME",
             "TOKENSIGNIN_SITE_ORIGINS", "TOKENSIGNIN_SIGNIN_REDIRECT", "TOKENSIGNIN_WEB_FORM_ORIGINS", "TOKENSIGNIN_MAX_SESSIONS_PER_USER",
-            "TOKENSIGNIN_SQL_DIR", "TOKENSIGNIN_ALLOW_REMOTE_LISTEN",
+            "TOKENSIGNIN_SQL_DIR", "TOKENSIGNIN_ALLOW_REMOTE_LISTEN", "TOKENSIGNIN_ALLOW_NON_GOOGLE_KEYS",
         ])
         #expect(Setting.clientIDs.flag == "--client-ids")
         #expect(Setting.signInRedirect.flag == "--signin-redirect")
@@ -380,6 +383,27 @@ private func listenText(_ listen: Listen) -> String {
         } catch {
             #expect(error.description == message)
         }
+    }
+
+    /// Only Google's key set is trusted unless TOKENSIGNIN_ALLOW_NON_GOOGLE_KEYS says otherwise: a JWKS file or another
+    /// URL is refused, naming the setting that allows it.
+    @Test(arguments: [
+        ([:], true),
+        (["TOKENSIGNIN_JWKS_URL": "https://www.googleapis.com/oauth2/v3/certs"], true),
+        (["TOKENSIGNIN_JWKS_FILE": "/etc/keys.json"], false),
+        (["TOKENSIGNIN_JWKS_URL": "https://keys.example/certs"], false),
+        (["TOKENSIGNIN_JWKS_URL": "https://www.googleapis.com/oauth2/v1/certs"], false),
+        (["TOKENSIGNIN_JWKS_URL": "http://127.0.0.1:9/certs"], false),
+    ] as [([String: String], Bool)])
+    func onlyGooglesKeysAreTrustedUnlessAllowed(environment: [String: String], trusted: Bool) throws {
+        do {
+            try configuration(environment).requireTrustedKeys()
+            #expect(trusted)
+        } catch {
+            #expect(!trusted)
+            #expect(error.code == .invalidConfiguration && error.description.contains("TOKENSIGNIN_ALLOW_NON_GOOGLE_KEYS=1"))
+        }
+        try configuration(environment.merging(["TOKENSIGNIN_ALLOW_NON_GOOGLE_KEYS": "1"]) { $1 }).requireTrustedKeys()
     }
 
     @Test func policyCarriesClientIDsDomainsAndSkew() throws {

@@ -10,7 +10,12 @@ import TestSupport
         (["TOKENSIGNIN_CLIENT_IDS": "1234567890-a.apps.googleusercontent.com", "TOKENSIGNIN_WORKERS": "many"], "TOKENSIGNIN_WORKERS"),
         (["TOKENSIGNIN_CLIENT_IDS": "1234567890-a.apps.googleusercontent.com", "TOKENSIGNIN_SESSION_TTL": "1w"], "TOKENSIGNIN_SESSION_TTL"),
         (["TOKENSIGNIN_CLIENT_IDS": "1234567890-a.apps.googleusercontent.com", "TOKENSIGNIN_JWKS_FILE": "/nonexistent/jwks.json",
-          "TOKENSIGNIN_LISTEN": "SOCKET"], "TOKENSIGNIN_JWKS_FILE"),
+          "TOKENSIGNIN_ALLOW_NON_GOOGLE_KEYS": "1", "TOKENSIGNIN_LISTEN": "SOCKET"], "TOKENSIGNIN_JWKS_FILE"),
+        // A key set that is not Google's, without the setting that allows it.
+        (["TOKENSIGNIN_CLIENT_IDS": "1234567890-a.apps.googleusercontent.com", "TOKENSIGNIN_JWKS_FILE": "/etc/hostname",
+          "TOKENSIGNIN_LISTEN": "SOCKET"], "TOKENSIGNIN_ALLOW_NON_GOOGLE_KEYS"),
+        (["TOKENSIGNIN_CLIENT_IDS": "1234567890-a.apps.googleusercontent.com", "TOKENSIGNIN_JWKS_URL": "https://keys.example/certs",
+          "TOKENSIGNIN_LISTEN": "SOCKET"], "TOKENSIGNIN_ALLOW_NON_GOOGLE_KEYS"),
         (["TOKENSIGNIN_CLIENT_IDS": "1234567890-a.apps.googleusercontent.com",
           "TOKENSIGNIN_DATABASE_URL": "postgresql://app:hunter2@localhost/db?sslmod=require"], "TOKENSIGNIN_DATABASE_URL"),
     ])
@@ -23,6 +28,34 @@ import TestSupport
         #expect(result.status == 2, "a refused setting is a usage error: \(result.stderrText)")
         #expect(result.stderrText.contains(setting), "\(result.stderrText)")
         #expect(!result.stderrText.contains("hunter2"), "a password is never repeated: \(result.stderrText)")
+    }
+
+    /// A key file others may write is refused even when non-Google keys are allowed: whoever writes it signs anyone in.
+    @Test(arguments: [0o664, 0o646, 0o666] as [Int])
+    func aKeyFileOthersCanWriteIsRefused(mode: Int) throws {
+        let dir = NSTemporaryDirectory() + "tokensignin-keyfile-\(getpid())-\(mode)"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let keys = try runProgram(Paths.binary, ["dev", "keygen", "--out", dir + "/keys"], environment: ProcessInfo.processInfo.environment)
+        #expect(keys.status == 0, "\(keys.stderrText)")
+        let jwks = dir + "/keys/dev-jwks.json"
+        try FileManager.default.setAttributes([.posixPermissions: mode], ofItemAtPath: jwks)
+        var environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("TOKENSIGNIN_") }
+        environment.merge(["TOKENSIGNIN_CLIENT_IDS": "1234567890-a.apps.googleusercontent.com", "TOKENSIGNIN_JWKS_FILE": jwks,
+                           "TOKENSIGNIN_ALLOW_NON_GOOGLE_KEYS": "1", "TOKENSIGNIN_LISTEN": dir + "/s.sock"]) { $1 }
+        let result = try runProgram(Paths.binary, ["serve"], environment: environment)
+        #expect(result.status == 2, "\(result.stderrText)")
+        #expect(result.stderrText.contains("TOKENSIGNIN_JWKS_FILE") && result.stderrText.contains("writable by other users"), "\(result.stderrText)")
+    }
+
+    /// A responder that trusts a key set other than Google's (allowed) says so at every start, at warn level.
+    @Test func trustingNonGoogleKeysIsWarnedAtEveryStart() throws {
+        let stack = try Stack("devkeys")
+        #expect(stack.serverLog.contains("level=warn event=non_google_keys_trusted source=file location=\(stack.jwksPath)"), "\(stack.serverLog)")
+        #expect(stack.serverLog.contains("tokens signed by this key set are trusted"))
+        _ = stack.stopServer()
+        try stack.startServer()
+        #expect(stack.serverLog.components(separatedBy: "event=non_google_keys_trusted").count == 3, "\(stack.serverLog)")
     }
 
     /// A database setting that is well formed but wrong (a misspelt database) cannot be refused at start-up:

@@ -166,6 +166,8 @@ final class Stack: @unchecked Sendable {
             "TOKENSIGNIN_LISTEN": socketPath,
             "TOKENSIGNIN_CLIENT_IDS": "\(clientID),\(otherClientID)",
             "TOKENSIGNIN_JWKS_FILE": jwksPath,
+            // The stack's own development key set stands in for Google's.
+            "TOKENSIGNIN_ALLOW_NON_GOOGLE_KEYS": "1",
             "TOKENSIGNIN_WORKERS": "4",
             "TOKENSIGNIN_SITE_ORIGINS": siteOrigin,
             "TOKENSIGNIN_SIGNIN_REDIRECT": "/welcome",

@@ -79,8 +79,27 @@ enum CLI {
     }
 
     @Test func jwksFileDefaultsFromTheEnvironment() throws {
-        let r = try CLI.run(["verify", "--client-id", Fixture.clientID, "--now", now, token], env: ["TOKENSIGNIN_JWKS_FILE": jwks])
+        let r = try CLI.run(["verify", "--client-id", Fixture.clientID, "--now", now, token],
+                            env: ["TOKENSIGNIN_JWKS_FILE": jwks, "TOKENSIGNIN_ALLOW_NON_GOOGLE_KEYS": "1"])
         #expect(r.status == 0)
+    }
+
+    /// Keys from the settings that are not Google's (a JWKS file, another URL) are refused unless allowed, exit 2 and
+    /// a message naming the setting that allows them; a key file named by `--jwks` is the operator's own choice.
+    @Test(arguments: [
+        (["--now", "NOW"], ["TOKENSIGNIN_JWKS_FILE": "JWKS"]),
+        (["--jwks-url", "http://127.0.0.1:9/certs"], [:]),
+        (["--jwks-url", "https://keys.example/certs"], [:]),
+    ] as [([String], [String: String])])
+    func nonGoogleKeysFromTheSettingsAreRefusedUnlessAllowed(flags: [String], env: [String: String]) throws {
+        let flags = flags.map { $0 == "NOW" ? now : $0 }
+        let env = env.mapValues { $0 == "JWKS" ? jwks : $0 }
+        let r = try CLI.run(["verify", "--client-id", Fixture.clientID] + flags + [token], env: env)
+        #expect(r.status == 2 && r.stderr.contains("TOKENSIGNIN_ALLOW_NON_GOOGLE_KEYS"), "\(r.stderr)")
+        #expect(r.stdout.isEmpty)
+        let allowed = try CLI.run(["verify", "--client-id", Fixture.clientID] + flags + [token],
+                                  env: env.merging(["TOKENSIGNIN_ALLOW_NON_GOOGLE_KEYS": "1"]) { $1 })
+        #expect(allowed.status != 2, "\(allowed.stderr)")
     }
 
     @Test func expiredTokenExitsOneWithTheReason() throws {
@@ -149,7 +168,8 @@ enum CLI {
     }
 
     @Test func unreachableKeyURLExitsThree() throws {
-        let r = try CLI.run(["verify", "--client-id", "123456789012-c.apps.googleusercontent.com", "--jwks-url", "http://127.0.0.1:9/certs", token])
+        let r = try CLI.run(["verify", "--client-id", "123456789012-c.apps.googleusercontent.com", "--jwks-url", "http://127.0.0.1:9/certs", token],
+                            env: ["TOKENSIGNIN_ALLOW_NON_GOOGLE_KEYS": "1"])
         #expect(r.status == 3)
     }
 

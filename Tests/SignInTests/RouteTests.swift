@@ -3,6 +3,7 @@
 @testable import Commands
 @testable import FastCGI
 import Foundation
+import GoogleKeys
 @testable import IDToken
 import Logging
 @testable import Sessions
@@ -49,7 +50,7 @@ final class RouteHarness: @unchecked Sendable {
         return answers
     }()
 
-    init(environment: [String: String] = [:]) throws {
+    init(environment: [String: String] = [:], keySource: KeySource = .google) throws {
         let configuration = try Configuration(environment: [
             "TOKENSIGNIN_CLIENT_IDS": "1234567890-web.apps.googleusercontent.com",
             "TOKENSIGNIN_SITE_ORIGINS": Self.site,
@@ -57,7 +58,7 @@ final class RouteHarness: @unchecked Sendable {
         ].merging(environment) { $1 }, processorCount: 2)
         store = InMemoryStore(policy: configuration.sessionPolicy)
         let lines = self.lines
-        let service = Service(site: configuration.site, tokens: verifier, log: Log { lines.append($0) },
+        let service = Service(site: configuration.site, tokens: verifier, keySource: keySource, log: Log { lines.append($0) },
                               clock: { 1_800_000_000 }, metrics: metrics,
                               samples: { [Metrics.Sample(name: "tokensignin_busy_workers", help: "Workers serving a request.",
                                                          labels: [("lane", "default")], value: 1)] })
@@ -668,6 +669,18 @@ extension Response {
         #expect(answer.json["status"] as? String == (reasons.isEmpty ? "ready" : "unavailable"))
         #expect((answer.json["reasons"] as? [String] ?? []) == reasons)
         #expect(answer.header("Cache-Control") == "no-store")
+    }
+
+    /// Where the keys come from is on /readyz (with the location when it is not Google's) and in /metrics.
+    @Test(arguments: [(KeySource.google, "google", nil), (.file("/run/dev-jwks.json"), "file", "/run/dev-jwks.json"),
+                      (.url("http://127.0.0.1:9/certs"), "url", "http://127.0.0.1:9/certs")] as [(KeySource, String, String?)])
+    func theKeySourceIsShownOnReadyzAndInMetrics(source: KeySource, kind: String, location: String?) throws {
+        let h = try RouteHarness(keySource: source)
+        let ready = h.request("GET", "/readyz")
+        #expect(ready.status == 200)
+        let shown = try #require(ready.json["key_source"] as? [String: String])
+        #expect(shown == ["kind": kind].merging(location.map { ["location": $0] } ?? [:]) { $1 })
+        #expect(h.request("GET", "/metrics").text.contains("tokensignin_key_source{kind=\"\(kind)\"} 1\n"))
     }
 
     @Test func metricsCountRequestsRefusalsAndTimesAndReadTheGauges() throws {
