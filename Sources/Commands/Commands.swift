@@ -17,10 +17,6 @@ public struct CommandIO: Sendable {
     /// Standard input to its end, or nil on a read error; more than `limit` bytes is returned as read so far.
     public var readStandardInput: @Sendable (_ limit: Int) -> [UInt8]?
     public var readFile: @Sendable (_ path: String, _ limit: Int) -> [UInt8]?
-    /// Creates or truncates `path` with the permission bits `mode`.
-    public var writeFile: @Sendable (_ path: String, _ bytes: [UInt8], _ mode: UInt32) -> Bool
-    /// Creates a folder (mode 0755); true when it exists afterwards.
-    public var makeDirectory: @Sendable (_ path: String) -> Bool
     /// The permission bits of a file, nil when it cannot be read (a key file open to others is warned about).
     public var fileMode: @Sendable (_ path: String) -> UInt32?
 
@@ -28,8 +24,7 @@ public struct CommandIO: Sendable {
                 err: @escaping @Sendable (String) -> Void, log: Log, now: @escaping @Sendable () -> Int64,
                 readStandardInput: @escaping @Sendable (Int) -> [UInt8]?,
                 readFile: @escaping @Sendable (String, Int) -> [UInt8]?,
-                writeFile: @escaping @Sendable (String, [UInt8], UInt32) -> Bool,
-                makeDirectory: @escaping @Sendable (String) -> Bool, fileMode: @escaping @Sendable (String) -> UInt32? = { _ in nil }) {
+                fileMode: @escaping @Sendable (String) -> UInt32? = { _ in nil }) {
         self.environment = environment
         self.processorCount = processorCount
         self.out = out
@@ -38,8 +33,6 @@ public struct CommandIO: Sendable {
         self.now = now
         self.readStandardInput = readStandardInput
         self.readFile = readFile
-        self.writeFile = writeFile
-        self.makeDirectory = makeDirectory
         self.fileMode = fileMode
     }
 }
@@ -67,7 +60,7 @@ public enum Commands {
                tokensignin risc configure --service-account FILE --receiver-url URL [--api URL]
                tokensignin risc verify --service-account FILE --state STRING [--api URL]
                tokensignin risc status --service-account FILE [--api URL]
-               tokensignin dev keygen --out DIR [--kind rsa|p256]
+               tokensignin dev keygen --out DIR [--kind rsa|p256] [--force]
                tokensignin dev token --key PEM --kid KID --aud CLIENT_ID [--azp CLIENT_ID] --sub SUB [--email E [--email-verified false]] [--name N] [--hd D]
                                      [--iat UNIX] [--ttl SECONDS] [--count N]
                tokensignin dev sql NAME [--parameters]
@@ -110,7 +103,7 @@ public enum Commands {
         let io = CommandIO(environment: io.environment, processorCount: io.processorCount, out: io.out,
                            err: { [err = io.err] line in err(secrets.reduce(line) { $0.replacing($1, with: "***") }) },
                            log: io.log, now: io.now, readStandardInput: io.readStandardInput, readFile: io.readFile,
-                           writeFile: io.writeFile, makeDirectory: io.makeDirectory, fileMode: io.fileMode)
+                           fileMode: io.fileMode)
         switch error {
         case let error as CommandError where error.code == .usage || error.code == .invalidConfiguration:
             io.err("tokensignin \(command): \(error.detail)")

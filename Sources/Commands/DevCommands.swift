@@ -1,4 +1,5 @@
 // `tokensignin dev`: DEVELOPMENT ONLY key generation and token minting for demos, tests and benchmarks.
+import Glibc
 import Sessions
 import Signing
 
@@ -22,8 +23,10 @@ struct DevCommands {
         }
     }
 
+    /// `dev keygen --out DIR [--kind rsa|p256] [--force]`: a development key set in DIR, which may not be writable by
+    /// others; existing files are kept unless `--force` (exit 1 either way when it cannot write them safely).
     private func keygen(_ arguments: ArraySlice<String>) throws(CommandError) -> Int32 {
-        let options = try Arguments(arguments, options: ["--out": .value, "--kind": .value])
+        let options = try Arguments(arguments, options: ["--out": .value, "--kind": .value, "--force": .flag])
         guard options.positionals.isEmpty else { throw CommandError(.usage, "unexpected argument") }
         guard let folder = options.value("--out") else { throw CommandError(.usage, "--out DIR is required") }
         let kind: DevelopmentKey.Kind
@@ -32,23 +35,27 @@ struct DevCommands {
         case "p256": kind = .p256
         default: throw CommandError(.usage, "--kind is rsa or p256")
         }
-        guard io.makeDirectory(folder) else {
-            io.err("tokensignin dev keygen: cannot create \(folder)")
+        let force = options.has("--force")
+        do throws(CommandError) {
+            try KeyFiles.prepare(folder)
+            if !force, let present = KeyFiles.names.first(where: { KeyFiles.exists(folder + "/" + $0) }) {
+                throw CommandError(.usage, "\(folder)/\(present) exists: pass --force to replace the key set")
+            }
+            let key: DevelopmentKey
+            do throws(SigningError) { key = try DevelopmentKey.generate(kind) } catch {
+                throw CommandError(.usage, error.code.name)
+            }
+            for (name, bytes, mode) in [(KeyFiles.names[0], Array(key.pem.utf8), mode_t(0o600)),
+                                        (KeyFiles.names[1], Array((key.jwks + "\n").utf8), 0o644),
+                                        (KeyFiles.names[2], Array((key.kid + "\n").utf8), 0o644)] {
+                try KeyFiles.write(bytes, to: folder + "/" + name, mode: mode, replacing: force)
+            }
+            io.out(key.kid)
+            return ExitCode.ok
+        } catch {
+            io.err("tokensignin dev keygen: \(error.detail)")
             return ExitCode.failed
         }
-        let key: DevelopmentKey
-        do throws(SigningError) { key = try DevelopmentKey.generate(kind) } catch {
-            io.err("tokensignin dev keygen: \(error.code.name)")
-            return ExitCode.failed
-        }
-        guard io.writeFile(folder + "/dev-signing-key.pem", Array(key.pem.utf8), 0o600),
-              io.writeFile(folder + "/dev-jwks.json", Array((key.jwks + "\n").utf8), 0o644),
-              io.writeFile(folder + "/kid", Array((key.kid + "\n").utf8), 0o644) else {
-            io.err("tokensignin dev keygen: cannot write into \(folder)")
-            return ExitCode.failed
-        }
-        io.out(key.kid)
-        return ExitCode.ok
     }
 
     private func token(_ arguments: ArraySlice<String>) throws(CommandError) -> Int32 {

@@ -77,19 +77,6 @@ let io = CommandIO(
         defer { close(fd) }
         return readAll(fd, limit: limit)
     },
-    writeFile: { path, bytes, mode in
-        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode_t(mode))
-        guard fd >= 0 else { return false }
-        defer { close(fd) }
-        var offset = 0
-        while offset < bytes.count {
-            let n = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + offset, $0.count - offset) }
-            if n < 0 { if errno == EINTR { continue }; return false }
-            offset += n
-        }
-        return fchmod(fd, mode_t(mode)) == 0
-    },
-    makeDirectory: { path in mkdir(path, 0o755) == 0 || errno == EEXIST },
     fileMode: { path in
         var info = stat()
         return stat(path, &info) == 0 ? UInt32(info.st_mode) & 0o7777 : nil

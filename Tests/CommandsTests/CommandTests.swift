@@ -28,8 +28,6 @@ func runCommand(_ arguments: [String], environment env: [String: String] = [:], 
         environment: env, processorCount: 2, out: { out.append($0) }, err: { err.append($0) }, log: Log { err.append($0) },
         now: { 1_800_000_000 }, readStandardInput: { _ in stdin },
         readFile: { path, _ in FileManager.default.contents(atPath: path).map { [UInt8]($0) } },
-        writeFile: { path, bytes, _ in FileManager.default.createFile(atPath: path, contents: Data(bytes)) },
-        makeDirectory: { path in (try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)) != nil },
         fileMode: { path in ((try? FileManager.default.attributesOfItem(atPath: path))?[.posixPermissions] as? NSNumber)?.uint32Value })
     let status = Commands.run(arguments, io)
     return CommandRun(status: status, out: out.all, err: err.all)
