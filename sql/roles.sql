@@ -161,4 +161,12 @@ ALTER DEFAULT PRIVILEGES FOR ROLE :"owner" IN SCHEMA signin GRANT SELECT, INSERT
 ALTER DEFAULT PRIVILEGES FOR ROLE :"owner" IN SCHEMA signin GRANT SELECT ON TABLES TO :"reader";
 ALTER DEFAULT PRIVILEGES FOR ROLE :"owner" REVOKE EXECUTE ON FUNCTIONS FROM PUBLIC;
 ALTER DEFAULT PRIVILEGES FOR ROLE :"owner" IN SCHEMA signin GRANT EXECUTE ON FUNCTIONS TO :"app";
+
+-- Names the service's statements do not qualify (functions, operators, types) resolve in signin, then pg_catalog:
+-- never in a schema where another role may create objects (public, or one named after the role), where a planted
+-- function or operator could shadow the one a statement means. Only the owner creates objects in signin.
+ALTER ROLE :"app" SET search_path = signin, pg_catalog;
+-- PostgreSQL 15 no longer lets every role create objects in public for a new database, but a database created by
+-- an older release (and upgraded) still does.
+REVOKE CREATE ON SCHEMA public FROM PUBLIC;
 COMMIT;

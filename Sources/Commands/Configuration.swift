@@ -63,6 +63,8 @@ public struct Configuration: Sendable, Equatable {
     public var allowRemoteListen = false
     /// Whether a key set that is not Google's may be trusted (`keySource`); development and tests only.
     public var allowNonGoogleKeys = false
+    /// Whether `cookieName` may lack the `__Host-` prefix.
+    public var allowInsecureCookieName = false
     /// Database passwords (from `TOKENSIGNIN_DATABASE_URL` and `PGPASSWORD`) that no message may repeat: libpq echoes
     /// a malformed URL whole.
     public var secrets: [String] = []
@@ -121,6 +123,11 @@ public struct Configuration: Sendable, Equatable {
         // FastCGI has no authentication: whoever reaches the socket can claim any client address or header.
         if case .tcp(let host, _) = listen, !SettingText.isLoopbackHost(host), !allowRemoteListen {
             throw CommandError(.invalidConfiguration, "\(Setting.listen.variable) is \(listen), which is not a loopback address: anyone who can reach it bypasses nginx (FastCGI has no authentication); use a unix socket or 127.0.0.1, or set \(Setting.allowRemoteListen.variable)=true if a firewall keeps it private")
+        }
+        // `__Host-`: the browser then keeps the cookie to this host (no Domain), Secure, Path=/, so a sibling subdomain
+        // can neither set it nor shadow it with one of its own.
+        guard cookieName.hasPrefix("__Host-") || allowInsecureCookieName else {
+            throw CommandError(.invalidConfiguration, "\(Setting.cookieName.variable) is '\(cookieName)', without the __Host- prefix: a sibling subdomain could set or shadow the session cookie. Name it __Host-..., or set \(Setting.allowInsecureCookieName.variable)=1")
         }
         guard SettingText.isAcceptableRedirect(signInRedirect, siteOrigins: siteOrigins) else {
             throw CommandError(.invalidConfiguration, "\(Setting.signInRedirect.variable) must be a path starting with a single '/' or an https URL on one of \(Setting.siteOrigins.variable), got '\(signInRedirect)'")

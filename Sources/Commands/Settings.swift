@@ -34,6 +34,7 @@ public enum Setting: String, CaseIterable, Sendable {
     case sqlDirectory = "SQL_DIR"
     case allowRemoteListen = "ALLOW_REMOTE_LISTEN"
     case allowNonGoogleKeys = "ALLOW_NON_GOOGLE_KEYS"
+    case allowInsecureCookieName = "ALLOW_INSECURE_COOKIE_NAME"
 
     /// The environment variable, e.g. `TOKENSIGNIN_CLIENT_IDS`.
     public var variable: String { "TOKENSIGNIN_" + rawValue }
@@ -189,6 +190,10 @@ public enum Setting: String, CaseIterable, Sendable {
         case .allowNonGoogleKeys:
             Entry(defaultText: "false", help: "1 to trust a key set that is not Google's (JWKS_FILE, another JWKS_URL): development and tests only") { text, c throws(CommandError) in
                 c.allowNonGoogleKeys = try boolean(text)
+            }
+        case .allowInsecureCookieName:
+            Entry(defaultText: "false", help: "1 to let COOKIE_NAME go without the __Host- prefix (a sibling subdomain could then set or shadow the cookie)") { text, c throws(CommandError) in
+                c.allowInsecureCookieName = try boolean(text)
             }
         }
     }

@@ -38,6 +38,7 @@ private func rendered(_ config: Configuration, _ setting: Setting) -> String {
     case .sqlDirectory: config.sqlDirectory
     case .allowRemoteListen: String(config.allowRemoteListen)
     case .allowNonGoogleKeys: String(config.allowNonGoogleKeys)
+    case .allowInsecureCookieName: String(config.allowInsecureCookieName)
     }
 }
 
@@ -75,6 +76,7 @@ private func listenText(_ listen: Listen) -> String {
         (.sqlDirectory, "sql"),
         (.allowRemoteListen, "false"),
         (.allowNonGoogleKeys, "false"),
+        (.allowInsecureCookieName, "false"),
     ])
     func unsetSettingTakesItsDefault(setting: Setting, expected: String) throws {
         #expect(rendered(try configuration(), setting) == expected)
@@ -120,7 +122,7 @@ private func listenText(_ listen: Listen) -> String {
         (.databasePooler, "none", "transaction", "transaction"),
         (.sessionTTL, "1d", "12h", "43200"),
         (.sessionIdleTTL, "1h", "15m", "900"),
-        (.cookieName, "env_cookie", "sid", "sid"),
+        (.cookieName, "__Host-env", "__Host-sid", "__Host-sid"),
         (.siteOrigins, "https://env.example", "HTTPS://Example.com:443,http://localhost:8080", "https://example.com|http://localhost:8080"),
         (.signInRedirect, "/env", "/welcome?x=1", "/welcome?x=1"),
         (.webFormOrigins, "https://env.example", "https://localhost:8444, https://accounts.google.com", "https://localhost:8444|https://accounts.google.com"),
@@ -128,6 +130,7 @@ private func listenText(_ listen: Listen) -> String {
         (.sqlDirectory, "/env/sql", "/usr/share/tokensignin/sql", "/usr/share/tokensignin/sql"),
         (.allowRemoteListen, "true", "no", "false"),
         (.allowNonGoogleKeys, "0", "1", "true"),
+        (.allowInsecureCookieName, "1", "0", "false"),
     ])
     func flagOverridesEnvironment(setting: Setting, environment: String, flag: String, expected: String) throws {
         let env = [setting.variable: environment]
@@ -151,6 +154,7 @@ private func listenText(_ listen: Listen) -> String {
             "TOKENSIGNIN_SESSION_TTL", "TOKENSIGNIN_SESSION_IDLE_TTL", "TOKENSIGNIN_COOKIE_NAME",
             "TOKENSIGNIN_SITE_ORIGINS", "TOKENSIGNIN_SIGNIN_REDIRECT", "TOKENSIGNIN_WEB_FORM_ORIGINS", "TOKENSIGNIN_MAX_SESSIONS_PER_USER",
             "TOKENSIGNIN_SQL_DIR", "TOKENSIGNIN_ALLOW_REMOTE_LISTEN", "TOKENSIGNIN_ALLOW_NON_GOOGLE_KEYS",
+            "TOKENSIGNIN_ALLOW_INSECURE_COOKIE_NAME",
         ])
         #expect(Setting.clientIDs.flag == "--client-ids")
         #expect(Setting.signInRedirect.flag == "--signin-redirect")
@@ -404,6 +408,19 @@ private func listenText(_ listen: Listen) -> String {
             #expect(error.code == .invalidConfiguration && error.description.contains("TOKENSIGNIN_ALLOW_NON_GOOGLE_KEYS=1"))
         }
         try configuration(environment.merging(["TOKENSIGNIN_ALLOW_NON_GOOGLE_KEYS": "1"]) { $1 }).requireTrustedKeys()
+    }
+
+    /// A session cookie without the __Host- prefix could be set or shadowed by a sibling subdomain: refused, naming
+    /// the setting that allows it.
+    @Test(arguments: [("__Host-tokensignin", true), ("__Host-sid", true), ("sid", false), ("__Secure-sid", false), ("__host-sid", false)])
+    func aCookieNameWithoutTheHostPrefixNeedsThePermission(name: String, accepted: Bool) throws {
+        do {
+            #expect(try configuration(["TOKENSIGNIN_COOKIE_NAME": name]).cookieName == name && accepted)
+        } catch {
+            #expect(!accepted)
+            #expect(error.description == "TOKENSIGNIN_COOKIE_NAME is '\(name)', without the __Host- prefix: a sibling subdomain could set or shadow the session cookie. Name it __Host-..., or set TOKENSIGNIN_ALLOW_INSECURE_COOKIE_NAME=1")
+        }
+        #expect(try configuration(["TOKENSIGNIN_COOKIE_NAME": name, "TOKENSIGNIN_ALLOW_INSECURE_COOKIE_NAME": "1"]).cookieName == name)
     }
 
     @Test func policyCarriesClientIDsDomainsAndSkew() throws {

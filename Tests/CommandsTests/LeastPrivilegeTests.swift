@@ -288,4 +288,32 @@ func sqlState(_ connection: Connection, _ sql: String) -> String? {
         #expect(comments.count == 3)
         for row in 0..<comments.count { #expect(comments[row, 1]?.hasPrefix("tokensignin: ") == true, "\(comments[row, 0] ?? "")") }
     }
+
+    /// The service's role resolves unqualified names in signin, then pg_catalog, never in public; and no role but a
+    /// superuser may create objects in public, where one could be planted to shadow a function a statement calls.
+    @Test func theServiceRoleNeverResolvesNamesInASchemaOthersCanWrite() throws {
+        let db = try SharedRoleDatabase.get()
+        let app = try db.connect(as: db.app)
+        #expect(try app.query("SHOW search_path")[0, 0] == "signin, pg_catalog")
+        let configured = try db.admin().query("SELECT array_to_string(rolconfig, ',') FROM pg_roles WHERE rolname = $1", [db.app])
+        #expect(configured[0, 0] == "search_path=signin, pg_catalog")
+        for role in [db.app, db.reader, db.analyst] {
+            #expect(try db.admin().query("SELECT has_schema_privilege($1, 'public', 'CREATE')", [role])[0, 0] == "f", "\(role)")
+        }
+        do {
+            try app.query("CREATE FUNCTION public.now() RETURNS timestamptz LANGUAGE sql AS 'SELECT NULL::timestamptz'")
+            Issue.record("the service's role created a function in public")
+        } catch {
+            #expect(error.code == .permissionDenied, "\(error.detail)")
+        }
+    }
+
+    /// A database made by an older PostgreSQL (upgraded) still lets every role create in public: roles.sql takes it back.
+    @Test func rolesTakesCreateOnPublicBackFromEveryone() throws {
+        let db = try RoleDatabase("public_create", empty: true)
+        try db.admin().query("GRANT CREATE ON SCHEMA public TO PUBLIC")
+        try RoleDatabase.check(db.roles())
+        #expect(try db.admin().query("SELECT has_schema_privilege($1, 'public', 'CREATE')", [db.app])[0, 0] == "f")
+        #expect(try db.admin().query("SELECT count(*) FROM pg_namespace n, aclexplode(n.nspacl) a WHERE n.nspname = 'public' AND a.grantee = 0 AND a.privilege_type = 'CREATE'")[0, 0] == "0")
+    }
 }

@@ -11,6 +11,8 @@ import TestSupport
         (["TOKENSIGNIN_CLIENT_IDS": "1234567890-a.apps.googleusercontent.com", "TOKENSIGNIN_SESSION_TTL": "1w"], "TOKENSIGNIN_SESSION_TTL"),
         (["TOKENSIGNIN_CLIENT_IDS": "1234567890-a.apps.googleusercontent.com", "TOKENSIGNIN_JWKS_FILE": "/nonexistent/jwks.json",
           "TOKENSIGNIN_ALLOW_NON_GOOGLE_KEYS": "1", "TOKENSIGNIN_LISTEN": "SOCKET"], "TOKENSIGNIN_JWKS_FILE"),
+        (["TOKENSIGNIN_CLIENT_IDS": "1234567890-a.apps.googleusercontent.com", "TOKENSIGNIN_COOKIE_NAME": "sid"],
+         "TOKENSIGNIN_ALLOW_INSECURE_COOKIE_NAME"),
         // A key set that is not Google's, without the setting that allows it.
         (["TOKENSIGNIN_CLIENT_IDS": "1234567890-a.apps.googleusercontent.com", "TOKENSIGNIN_JWKS_FILE": "/etc/hostname",
           "TOKENSIGNIN_LISTEN": "SOCKET"], "TOKENSIGNIN_ALLOW_NON_GOOGLE_KEYS"),
