@@ -57,6 +57,9 @@ import TestSupport
         #expect(stack.serverLog.contains("tokens signed by this key set are trusted"))
         _ = stack.stopServer()
         try stack.startServer()
+        // The socket listens before the keys are loaded: the line follows within moments.
+        let deadline = Date().addingTimeInterval(10)
+        while stack.serverLog.components(separatedBy: "event=started").count < 3, Date() < deadline { usleep(20_000) }
         #expect(stack.serverLog.components(separatedBy: "event=non_google_keys_trusted").count == 3, "\(stack.serverLog)")
     }
 
