@@ -55,6 +55,19 @@ public struct Request: Sendable {
         return parsed == 1 ? address : nil
     }
 
+    /// The client's network as rate limits key it: an IPv4 address whole, an IPv6 address by its /64 (one
+    /// subscriber's prefix: every address in it is theirs); nil when REMOTE_ADDR is not an address.
+    public var remoteNetwork: String? {
+        guard let address = remoteIP else { return nil }
+        guard address.utf8.contains(UInt8(ascii: ":")) else { return address }
+        var bytes = [UInt8](repeating: 0, count: 16)
+        guard address.withCString({ text in bytes.withUnsafeMutableBytes { inet_pton(AF_INET6, text, $0.baseAddress) } }) == 1 else {
+            return nil
+        }
+        let groups = stride(from: 0, to: 8, by: 2).map { String(UInt16(bytes[$0]) << 8 | UInt16(bytes[$0 + 1]), radix: 16) }
+        return groups.joined(separator: ":") + "::/64"
+    }
+
     /// An HTTP request header by its HTTP name, case-insensitively: `header("User-Agent")` reads
     /// `HTTP_USER_AGENT`; `Content-Type` and `Content-Length` read the CGI variables without `HTTP_`.
     public func header(_ name: String) -> String? {

@@ -16,9 +16,12 @@ package struct Service: Sendable {
     package var metrics: Metrics
     /// Gauges read when `/metrics` is scraped (the FastCGI server's workers).
     package var samples: @Sendable () -> [Metrics.Sample]
+    /// Which refused sign-ins reach the audit.
+    package var refusalAudit: RefusalAudit
 
     package init(site: Site, tokens: any TokenVerifying, keySource: KeySource = .google, log: Log, clock: @escaping @Sendable () -> Int64,
-                 metrics: Metrics, samples: @escaping @Sendable () -> [Metrics.Sample] = { [] }) {
+                 metrics: Metrics, samples: @escaping @Sendable () -> [Metrics.Sample] = { [] },
+                 refusalAudit: RefusalAudit = RefusalAudit()) {
         self.site = site
         self.tokens = tokens
         self.keySource = keySource
@@ -26,6 +29,7 @@ package struct Service: Sendable {
         self.clock = clock
         self.metrics = metrics
         self.samples = samples
+        self.refusalAudit = refusalAudit
     }
 }
 

@@ -22,6 +22,8 @@ public final class Metrics: Sendable {
     private struct State: Sendable {
         var requests: [RequestKey: Int] = [:]
         var refusals: [String: Int] = [:]
+        /// Refused sign-ins not written to the audit (`RefusalAudit`), by reason.
+        var auditsSuppressed: [String: Int] = [:]
         var verification = Histogram()
         var database: [String: Histogram] = [:]
         var reconnects = 0
@@ -52,6 +54,8 @@ public final class Metrics: Sendable {
             if let reason { state.refusals[reason, default: 0] += 1 }
         }
     }
+
+    func auditSuppressed(reason: String) { state.withLock { $0.auditsSuppressed[reason, default: 0] += 1 } }
 
     func verification(seconds: Double) { state.withLock { $0.verification.observe(seconds) } }
 
@@ -107,6 +111,9 @@ public final class Metrics: Sendable {
                    })
         out.family("tokensignin_refusals_total", "Requests refused or failed, by reason (the log's reason codes).", "counter",
                    state.refusals.sorted { $0.key < $1.key }.map { ([("reason", $0.key)], Double($0.value)) })
+        out.family("tokensignin_sign_in_audits_suppressed_total",
+                   "Refused sign-ins not written to signin.sign_ins because their network and reason, or all of them, were over the audit's rate, by reason.",
+                   "counter", state.auditsSuppressed.sorted { $0.key < $1.key }.map { ([("reason", $0.key)], Double($0.value)) })
         out.histogram("tokensignin_verification_seconds", "Time to verify an ID token (keys at hand).", [([], state.verification)])
         out.histogram("tokensignin_database_seconds", "Time of one database call, by operation.",
                       state.database.sorted { $0.key < $1.key }.map { ([("operation", $0.key)], $0.value) })

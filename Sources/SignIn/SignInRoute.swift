@@ -63,9 +63,13 @@ extension Application {
             token = verified
         case .failure(let error):
             if !error.isRetryable {
-                // Best effort: the audit row must not turn a 401 into a 503.
-                try? store.recordRefusedSignIn(reason: error.code.name, clientID: nil, ip: request.remoteIP,
-                                               userAgent: Self.userAgent(request))
+                if service.refusalAudit.admit(network: request.remoteNetwork, reason: error.code.name, now: clock()) {
+                    // Best effort: the audit row must not turn a 401 into a 503.
+                    try? store.recordRefusedSignIn(reason: error.code.name, clientID: nil, ip: request.remoteIP,
+                                                   userAgent: Self.userAgent(request))
+                } else {
+                    metrics.auditSuppressed(reason: error.code.name)
+                }
             }
             throw error
         }

@@ -212,6 +212,19 @@ private func sha256Hex(_ stack: Stack, _ text: String) throws -> String {
         #expect(try stack.count("signin.sign_ins WHERE outcome = 'failure' AND reason = '\(reason)'") >= 1)
     }
 
+    /// A flood of bad tokens through nginx: every one answered 401, but the audit gets at most two rows a second for
+    /// one network and reason, so it cannot be grown without bound.
+    @Test func aFloodOfBadTokensGrowsTheAuditByABoundedNumberOfRows() throws {
+        let started = Date()
+        for _ in 0..<40 {
+            let answer = try stack.signIn("not-a-token", userAgent: "flood-e2e")
+            #expect(answer.status == 401)
+        }
+        let seconds = Int(Date().timeIntervalSince(started).rounded(.up)) + 1
+        let rows = try stack.count("signin.sign_ins WHERE user_agent = 'flood-e2e'")
+        #expect(rows >= 1 && rows <= 2 * seconds && rows < 40, "\(rows) rows in \(seconds) s")
+    }
+
     /// The site's Android or iOS client shares the web client's project number: its tokens sign in without being listed.
     @Test func aClientOfTheSameProjectSignsInWithoutBeingListed() throws {
         let project = String(stack.clientID.prefix { $0 != "-" })
