@@ -27,6 +27,10 @@ package final class InMemoryStore: SessionStore, SecurityEventStore {
         package var outcome: String
         package var state: String?
         package var sessionsRevoked: Int
+        /// What a first sign-in of `subject` applies when no user had it (`unknown_user`).
+        package var subject: String? = nil
+        package var reason: String? = nil
+        package var issuedAt: Int64 = 0
     }
 
     package struct Session {
@@ -97,7 +101,7 @@ package final class InMemoryStore: SessionStore, SecurityEventStore {
             index = existing
             created = false
         } else {
-            users.append(User(id: nextUserID, sub: token.subject, email: nil, emailVerified: false))
+            users.append(firstSignIn(token.subject))
             nextUserID += 1
             index = users.count - 1
             created = true
@@ -128,6 +132,29 @@ package final class InMemoryStore: SessionStore, SecurityEventStore {
     }
 
     /// One failure asked for (`failNext`) fails the whole batch, as a lost connection does on PostgreSQL.
+    /// A new user, with what the events about its sub recorded before it existed say (as the sign-in statement's
+    /// `pending`): revoked before the latest revocation, blocked by a disable no enable came after, flagged.
+    private func firstSignIn(_ sub: String) -> User {
+        var user = User(id: nextUserID, sub: sub, email: nil, emailVerified: false)
+        var disabled: Int64?, flaggedAt: Int64?
+        for event in events where event.subject == sub && event.userID == nil {
+            let iat = event.issuedAt
+            switch SecurityAction.of(type: event.type, reason: event.reason) {
+            case .revokeSessions: user.tokensInvalidBefore = max(user.tokensInvalidBefore ?? iat, iat)
+            case .revokeSessionsAndBlock:
+                user.tokensInvalidBefore = max(user.tokensInvalidBefore ?? iat, iat)
+                disabled = max(disabled ?? iat, iat)
+            case .block: disabled = max(disabled ?? iat, iat)
+            case .unblock: user.enabledAt = max(user.enabledAt ?? iat, iat)
+            case .flag where iat >= (flaggedAt ?? .min):
+                (flaggedAt, user.flaggedReason) = (iat, SecurityAction.flagReason(type: event.type, reason: event.reason))
+            case .flag, .record: break
+            }
+        }
+        if let disabled, disabled > (user.enabledAt ?? .min) { user.blockedAt = disabled }
+        return user
+    }
+
     package func signIns(_ batch: [(token: VerifiedToken, session: NewSession)]) throws -> [Result<SignInOutcome, any Error>] {
         try failIfAsked()
         signInBatches.append(batch.count)
@@ -247,7 +274,8 @@ package final class InMemoryStore: SessionStore, SecurityEventStore {
             }
             let userID = index.map { users[$0].id }
             self.events.append(EventRow(jti: event.jti, type: event.type, userID: userID, outcome: outcome, state: event.state,
-                                        sessionsRevoked: revokedCount))
+                                        sessionsRevoked: revokedCount, subject: event.subject, reason: event.reason,
+                                        issuedAt: event.issuedAt))
             return AppliedSecurityEvent(type: event.type, userID: userID, outcome: outcome, sessionsRevoked: revokedCount)
         }
     }

@@ -1,5 +1,6 @@
 // The application's SQL: every statement a request or an operator command runs, with parameters only (typed ones
 // name theirs: `TypedStatement`).
+import IDToken
 import Store
 
 /// Statements are prepared once per connection (named) and reused by that worker. Times come back as
@@ -25,14 +26,37 @@ package enum Queries {
     /// limit (idle ones first: they count, since a longer idle timeout would bring them back), and
     /// write the audit row. A single statement is a single transaction, and ON CONFLICT makes concurrent first
     /// sign-ins of one user race-free (they also queue on the user's row, so the limit holds but for races).
-    /// A token issued before Google revoked the account's sessions opens none. One row: user_id, created,
+    /// A token issued before Google revoked the account's sessions opens none. A user's first sign-in applies what
+    /// `signin.security_events` holds for that sub from before (events about an account not yet known here), in the
+    /// same statement, so no event can race it. One row: user_id, created,
     /// refusal (NULL on success), session_id, expires_at (epoch).
     static let signIn = TypedStatement<SignInArguments>(name: "sign_in", """
-        WITH u AS (
+        WITH pending AS (
+            SELECT max(e.issued_at) FILTER (WHERE e.event_type IN (\(literal: SecurityEvent.sessionsRevoked), \(literal: SecurityEvent.tokensRevoked))
+                                               OR (e.event_type = \(literal: SecurityEvent.accountDisabled) AND e.reason = 'hijacking')) AS revoked,
+                   max(e.issued_at) FILTER (WHERE e.event_type = \(literal: SecurityEvent.accountDisabled)
+                                               AND e.reason IS DISTINCT FROM 'bulk-account') AS disabled,
+                   max(e.issued_at) FILTER (WHERE e.event_type = \(literal: SecurityEvent.accountEnabled)) AS enabled,
+                   (array_agg(CASE WHEN e.event_type = \(literal: SecurityEvent.accountCredentialChangeRequired)
+                                   THEN 'credential-change-required' ELSE 'bulk-account' END ORDER BY e.issued_at DESC)
+                      FILTER (WHERE e.event_type = \(literal: SecurityEvent.accountCredentialChangeRequired)
+                                 OR (e.event_type = \(literal: SecurityEvent.accountDisabled) AND e.reason = 'bulk-account')))[1] AS flag
+              FROM signin.security_events e
+             WHERE e.subject_sub = \(\.token.subject) AND e.user_id IS NULL
+        ), first AS (
+            SELECT p.revoked, p.enabled, p.flag,
+                   CASE WHEN p.disabled > coalesce(p.enabled, '-infinity') THEN p.disabled END AS blocked
+              FROM pending p
+        ), u AS (
             INSERT INTO signin.users AS u
                    (google_sub, email, email_verified, name, given_name, family_name, picture, locale,
-                    hosted_domain, last_sign_in_at)
-            VALUES (\(\.token.subject), \(\.token.email), coalesce(\(\.token.emailVerified)::boolean, false), \(\.token.name), \(\.token.givenName), \(\.token.familyName), \(\.token.picture), \(\.token.locale), \(\.token.hostedDomain), now())
+                    hosted_domain, last_sign_in_at, id_tokens_invalid_before, google_sign_in_blocked_at,
+                    google_account_enabled_at, flagged_at, flagged_reason)
+            SELECT \(\.token.subject), \(\.token.email), coalesce(\(\.token.emailVerified)::boolean, false), \(\.token.name), \(\.token.givenName), \(\.token.familyName), \(\.token.picture), \(\.token.locale), \(\.token.hostedDomain),
+                   CASE WHEN f.blocked IS NULL AND (f.revoked IS NULL OR f.revoked <= to_timestamp(\(\.token.issuedAt)::bigint))
+                        THEN now() END,
+                   f.revoked, f.blocked, f.enabled, CASE WHEN f.flag IS NOT NULL THEN now() END, f.flag
+              FROM first f
             ON CONFLICT (google_sub) DO UPDATE
                SET email = EXCLUDED.email, email_verified = EXCLUDED.email_verified, name = EXCLUDED.name,
                    given_name = EXCLUDED.given_name, family_name = EXCLUDED.family_name,

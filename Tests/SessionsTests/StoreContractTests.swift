@@ -459,6 +459,41 @@ private final class Resources {
         #expect(try s.store.liveSession(hash) != nil)
     }
 
+    /// (events recorded before the account ever signed in, the first sign-in's token iat, its outcome, flagged reason):
+    /// the first sign-in applies them, in the same statement, as if the user had existed when they arrived.
+    @Test(arguments: Kind.allCases.flatMap { kind in [
+        ([(SecurityEvent.sessionsRevoked, nil, 1_800_000_500)], 1_800_000_400, "id_token_revoked", nil),
+        ([(SecurityEvent.tokensRevoked, nil, 1_800_000_500)], 1_800_000_600, "signed_in", nil),
+        ([(SecurityEvent.accountDisabled, "hijacking", 1_800_000_500)], 1_800_000_600, "google_sign_in_blocked", nil),
+        ([(SecurityEvent.accountDisabled, nil, 1_800_000_500)], 1_800_000_600, "google_sign_in_blocked", nil),
+        ([(SecurityEvent.accountDisabled, nil, 1_800_000_500), (SecurityEvent.accountEnabled, nil, 1_800_000_550)],
+         1_800_000_600, "signed_in", nil),
+        ([(SecurityEvent.accountEnabled, nil, 1_800_000_450), (SecurityEvent.accountDisabled, "hijacking", 1_800_000_500)],
+         1_800_000_600, "google_sign_in_blocked", nil),
+        ([(SecurityEvent.accountDisabled, "bulk-account", 1_800_000_500)], 1_800_000_600, "signed_in", "bulk-account"),
+        ([(SecurityEvent.accountCredentialChangeRequired, nil, 1_800_000_500)], 1_800_000_600, "signed_in", "credential-change-required"),
+        ([(SecurityEvent.verification, nil, 1_800_000_500)], 1_800_000_400, "signed_in", nil),
+    ].map { (kind, $0.0, $0.1, $0.2, $0.3) } } as [(Kind, [(String, String?, Int64)], Int64, String, String?)])
+    func theFirstSignInAppliesTheEventsRecordedBeforeTheAccountWasKnown(kind: Kind, events: [(String, String?, Int64)],
+                                                                         issuedAt: Int64, outcome: String, flag: String?) throws {
+        let s = try StoreUnderTest.make(kind)
+        let applied = try s.store.applySecurityEvents(events.enumerated().map { index, event in
+            Self.event(event.0, sub: "sub-new", jti: "pending-\(index)", reason: event.1, iat: event.2)
+        })
+        #expect(applied.allSatisfy { $0.outcome == "unknown_user" || $0.outcome == "recorded" })
+        let result = try Self.signInOutcome(s.store, "sub-new", issuedAt: issuedAt)
+        switch result {
+        case .signedIn: #expect(outcome == "signed_in")
+        case .refused(_, let refusal): #expect(refusal.rawValue == outcome)
+        }
+        #expect(try s.userState("sub-new").flaggedReason == flag)
+        // Another user is untouched by them.
+        guard case .signedIn = try Self.signInOutcome(s.store, "sub-other", issuedAt: issuedAt) else {
+            Issue.record("another user refused")
+            return
+        }
+    }
+
     @Test(arguments: Kind.allCases)
     func verificationUnknownTypesAndUnknownUsersAreRecordedOnly(kind: Kind) throws {
         let s = try StoreUnderTest.make(kind)
