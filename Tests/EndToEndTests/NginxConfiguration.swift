@@ -1,4 +1,6 @@
-// nginx's configuration as nginx itself read it (`nginx -T`), with its includes put in place.
+// nginx's configuration as nginx itself read it (`nginx -T`), with its includes put in place, and the checks the
+// identity headers and the session check rest on: what each location passes to its upstream, after nginx's
+// inheritance rules.
 import Foundation
 import TestSupport
 
@@ -125,4 +127,112 @@ struct NginxConfiguration {
 
     var http: NginxDirective? { main.first { $0.name == "http" } }
     var servers: [NginxDirective] { http?.all("server") ?? [] }
+}
+
+/// An upstream kind: the directive that passes a request on, and the one that sets what the application receives.
+enum UpstreamKind: String, CaseIterable, CustomStringConvertible {
+    case proxy, fastcgi, uwsgi, grpc
+
+    var pass: String { rawValue + "_pass" }
+    var setter: String {
+        switch self {
+        case .proxy: "proxy_set_header"
+        case .fastcgi: "fastcgi_param"
+        case .uwsgi: "uwsgi_param"
+        case .grpc: "grpc_set_header"
+        }
+    }
+    /// The name under which `header` reaches the application: a header, or a CGI-style `HTTP_` parameter.
+    func name(of header: String) -> String {
+        switch self {
+        case .proxy, .grpc: header.lowercased()
+        case .fastcgi, .uwsgi: "HTTP_" + header.uppercased().replacingOccurrences(of: "-", with: "_")
+        }
+    }
+    var description: String { rawValue }
+}
+
+/// The identity headers and the variable tokensignin-auth.conf sets for each.
+let identityHeaders: [(header: String, variable: String)] = [
+    ("X-User-Id", "$tokensignin_user_id"), ("X-User-Sub", "$tokensignin_user_sub"),
+    ("X-User-Email", "$tokensignin_user_email"), ("X-User-Email-Verified", "$tokensignin_user_email_verified"),
+]
+
+/// A location that passes requests to an upstream, and what it passes (its own setter lines or the ones it inherits).
+struct ForwardingLocation {
+    var server: String
+    var location: String
+    var kind: UpstreamKind
+    var target: String
+    var ownsSetters: Bool
+    var setters: [NginxDirective]
+
+    /// What is wrong with the identity headers this location passes on (empty: each of the four is set from its
+    /// variable, so a client's own never gets through).
+    var identityProblems: [String] {
+        identityHeaders.compactMap { header, variable in
+            let name = kind.name(of: header)
+            let values = setters.filter { $0.firstArgument.lowercased() == name.lowercased() }.map { $0.arguments.dropFirst().first ?? "" }
+            guard values == [variable] else {
+                return "\(server) location \(location) (\(kind.pass) \(target)\(ownsSetters ? ", with its own \(kind.setter)" : "")): "
+                    + "\(header) is \(values.isEmpty ? "not set, so a client's own reaches the application" : "set to \(values)")"
+            }
+            return nil
+        }
+    }
+}
+
+extension NginxConfiguration {
+    /// Every location (nested ones too) that passes requests to an upstream other than `excluding`, with the
+    /// setter lines in force there: a block with any setter line of its own inherits none from outside it.
+    func forwardingLocations(excluding responder: String = "tokensignin_fcgi") -> [ForwardingLocation] {
+        var found: [ForwardingLocation] = []
+        func inherited(_ block: [NginxDirective], _ outer: [UpstreamKind: [NginxDirective]]) -> [UpstreamKind: [NginxDirective]] {
+            var setters = outer
+            for kind in UpstreamKind.allCases {
+                let own = block.filter { $0.name == kind.setter }
+                if !own.isEmpty { setters[kind] = own }
+            }
+            return setters
+        }
+        func visit(_ location: NginxDirective, server: String, outer: [UpstreamKind: [NginxDirective]]) {
+            let block = location.block ?? []
+            let setters = inherited(block, outer)
+            for kind in UpstreamKind.allCases {
+                guard let pass = block.first(where: { $0.name == kind.pass }), pass.firstArgument != responder else { continue }
+                found.append(ForwardingLocation(server: server, location: location.arguments.joined(separator: " "), kind: kind,
+                                                target: pass.firstArgument, ownsSetters: block.contains { $0.name == kind.setter },
+                                                setters: setters[kind] ?? []))
+            }
+            for nested in block where nested.name == "location" { visit(nested, server: server, outer: setters) }
+        }
+        let httpSetters = inherited(http?.block ?? [], [:])
+        for server in servers {
+            let name = server.all("listen").map(\.firstArgument).joined(separator: ",")
+            let serverSetters = inherited(server.block ?? [], httpSetters)
+            for location in server.all("location") { visit(location, server: "server \(name)", outer: serverSetters) }
+        }
+        return found
+    }
+
+    /// Every `auth_request` whose target is not an `internal` location of the same server (a client could
+    /// then reach the check directly, past the limits of the public one).
+    var authRequestProblems: [String] {
+        var problems: [String] = []
+        for server in servers {
+            let locations = server.all("location")
+            func visit(_ location: NginxDirective) {
+                for request in location.all("auth_request") where request.firstArgument != "off" {
+                    let target = locations.first { $0.arguments == ["=", request.firstArgument] }
+                    if target?.has("internal") != true {
+                        problems.append("location \(location.arguments.joined(separator: " ")): auth_request \(request.firstArgument) "
+                                        + (target == nil ? "has no exact location" : "is not internal"))
+                    }
+                }
+                location.all("location").forEach(visit)
+            }
+            locations.forEach(visit)
+        }
+        return problems
+    }
 }
