@@ -6,7 +6,7 @@
 #   BENCH_WORKERS           TOKENSIGNIN_WORKERS of the responder (default: the product's, 2 x cores)
 #   BENCH_PGBENCH_CLIENTS   pgbench clients (default: BENCH_CONNECTIONS)
 #   BENCH_NGINX_WORKERS (1) nginx worker_processes
-#   BENCH_PGPORT (55442)  BENCH_PORT (18443)
+#   BENCH_PGPORT (55442)  BENCH_PORT (18443)  BENCH_OPERATORS_PORT (19464: nginx's /metrics, /healthz, /readyz)
 #   BENCH_BIN               the tokensignin binary to measure (default: this tree's release build)
 #   BENCH_BASELINE_BIN      a previous build to measure in the same run: each round then also runs wrk against it
 #                           (same database, nginx and socket), and the scripts print new / previous
@@ -16,6 +16,8 @@ dir="$here/.build/bench"
 bin=${BENCH_BIN:-$here/.build/release/tokensignin}
 pgport=${BENCH_PGPORT:-55442}
 port=${BENCH_PORT:-18443}
+# nginx's operators' listener (nginx/tokensignin-metrics.conf), for every scripts/nginx-local the benchmarks start.
+export NGINX_METRICS_PORT=${BENCH_OPERATORS_PORT:-19464}
 duration=${BENCH_SECONDS:-10}
 rounds=${BENCH_ROUNDS:-3}
 connections=${BENCH_CONNECTIONS:-16}
@@ -313,10 +315,11 @@ side_by_side() {
     rounds_report=${rounds_report%$'\n'}
 }
 
-# How many calls of operation $2 shared a database round trip (the responder at $1's own counters, since its
-# last start): batched calls count once per batch.
+# How many calls of operation $2 shared a database round trip (the responder's own counters, since its last
+# start, read on nginx's operators' listener: the site at $1 does not serve /metrics): batched calls count once
+# per batch.
 per_round_trip() {
-    curl -sk "$1/metrics" | awk -v op="$2" '
+    curl -s "http://127.0.0.1:$NGINX_METRICS_PORT/metrics" | awk -v op="$2" '
         index($0, "tokensignin_database_seconds_count{operation=\"" op "\"}") == 1 { calls = $2 }
         index($0, "tokensignin_database_batches_total{operation=\"" op "\"}") == 1 { batches = $2 }
         index($0, "tokensignin_database_batched_calls_total{operation=\"" op "\"}") == 1 { batched = $2 }

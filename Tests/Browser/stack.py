@@ -66,6 +66,9 @@ class Stack:
         self.port = BASE_PORT
         self.app_port = BASE_PORT + 1
         self.standin_port = BASE_PORT + 2
+        # (BASE_PORT + 3 to + 5 are the forgers' sites, conftest.py.) nginx's operators' listener: its own port,
+        # not the shipped 9464 that `make run` uses.
+        self.operators_port = BASE_PORT + 6
         self.site = f"https://127.0.0.1:{self.port}"
         # Another site than 127.0.0.1 for the browser (a different host), as accounts.google.com is.
         self.standin = f"https://localhost:{self.standin_port}"
@@ -81,7 +84,7 @@ class Stack:
     def start(self):
         if not self.binary.is_file():
             raise StackError(f"{self.binary} is missing: `make test-browser` builds it (swift build)")
-        for port in (self.port, self.app_port, self.standin_port):
+        for port in (self.port, self.app_port, self.standin_port, self.operators_port):
             require_free_port(port)
         self.stop_leftovers()
         shutil.rmtree(self.root, ignore_errors=True)
@@ -108,7 +111,8 @@ class Stack:
         self.run("nginx-local", [
             str(REPOSITORY / "scripts/nginx-local"), "start", str(self.nginx_dir), str(self.port), str(self.socket),
             str(self.app_port),
-        ], extra={"NGINX_STANDIN_PORT": str(self.standin_port), "NGINX_RATE_LIMIT": "off"})
+        ], extra={"NGINX_STANDIN_PORT": str(self.standin_port), "NGINX_RATE_LIMIT": "off",
+                  "NGINX_METRICS_PORT": str(self.operators_port)})
 
     def start_server(self, keys):
         environment = {

@@ -155,7 +155,7 @@ import TestSupport
             #expect(answer.status == 200, "\(answer)")
             #expect(try stack.request("GET", "/auth/session").status == 401)
         }
-        let metrics = try stack.request("GET", "/metrics")
+        let metrics = try stack.operatorsRequest("GET", "/metrics")
         let line = metrics.body.split(separator: "\n").first { $0.hasPrefix("tokensignin_fastcgi_connections_accepted_total ") }
         let accepted = try #require(line.flatMap { Double($0.split(separator: " ").last ?? "") }, "\(metrics)")
         // One per nginx worker in use, plus any nginx replaced after its upstream keepalive_timeout (60 s) on a

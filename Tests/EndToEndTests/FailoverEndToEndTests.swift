@@ -133,7 +133,7 @@ private final class Load: @unchecked Sendable {
             #expect(check.status == 200 && check.header("X-User-Sub") == result.sub, "a session answered 200 is gone: \(check)")
         }
         #expect(try stack.psql("SELECT pg_is_in_recovery()", database: "postgres") == [["f"]])
-        #expect(try stack.request("GET", "/readyz").status == 200)
+        #expect(try stack.operatorsRequest("GET", "/readyz").status == 200)
         #expect(stack.serverLog.contains("database_reconnect") || stack.serverLog.contains("database_connect_failed"))
     }
 

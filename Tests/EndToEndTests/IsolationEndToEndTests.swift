@@ -80,7 +80,7 @@ import TestSupport
         #expect(stack.stopServer() == 0)
         try stack.startServer(overriding: ["TOKENSIGNIN_JWKS_FILE": "", "TOKENSIGNIN_JWKS_URL": google.base + "/certs",
                                            "TOKENSIGNIN_KEY_WAIT": "1s"])
-        let cold = try stack.request("GET", "/readyz")
+        let cold = try stack.operatorsRequest("GET", "/readyz")
         #expect(cold.status == 503 && (cold.json["reasons"] as? [String]) == ["keys_not_loaded"], "\(cold)")
 
         let tokens = try mintTokens(stack, count: 40, sub: "isokeys-user")

@@ -34,15 +34,15 @@ import Testing
                                            audience: stack.clientID).signed(by: stack)
         let risc = try stack.request("POST", "/risc", headers: ["Content-Type": "application/secevent+jwt"], body: event)
         #expect(risc.status == 503 && risc.header("Retry-After") == "2", "never a 400 for our own outage: \(risc)")
-        let notReady = try stack.request("GET", "/readyz")
+        let notReady = try stack.operatorsRequest("GET", "/readyz")
         #expect(notReady.status == 503 && (notReady.json["reasons"] as? [String]) == ["database_unavailable"], "\(notReady)")
-        #expect(try stack.request("GET", "/healthz").status == 200, "alive, though not ready")
+        #expect(try stack.operatorsRequest("GET", "/healthz").status == 200, "alive, though not ready")
 
         try run(cluster, ["start", folder, pgPort])
         let after = try stack.signIn(try stack.token(sub: "150000000000000000003"))
         #expect(after.status == 200, "the lost connection is re-established on the next request: \(after)")
         #expect(try check().status == 200)
-        #expect(try stack.request("GET", "/readyz").status == 200)
+        #expect(try stack.operatorsRequest("GET", "/readyz").status == 200)
         #expect(try stack.count("signin.users WHERE google_sub = '150000000000000000002'") == 0)
         #expect(try stack.count("signin.users WHERE google_sub = '150000000000000000003'") == 1)
     }
@@ -53,7 +53,7 @@ import Testing
         let answer = try stack.signIn(try stack.token(sub: "160000000000000000001"))
         #expect(answer.status == 503, "\(answer)")
         #expect(answer.header("Retry-After") != nil)
-        let ready = try stack.request("GET", "/readyz")
+        let ready = try stack.operatorsRequest("GET", "/readyz")
         #expect(ready.status == 503 && (ready.json["reasons"] as? [String]) == ["keys_not_loaded"], "\(ready)")
         let event = try SecurityEventToken(events: SecurityEventToken.event("sessions-revoked", sub: "160000000000000000001"),
                                            audience: stack.clientID).signed(by: stack)

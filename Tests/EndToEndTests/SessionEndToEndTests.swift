@@ -61,7 +61,7 @@ import Testing
                 let wrong = lines.filter { $0 != "200 \(user.userID)" }
                 #expect(wrong.isEmpty, "round \(round), user \(index): \(wrong.count) answers not its own, e.g. \(wrong.first ?? "")")
             }
-            let metrics = try stack.request("GET", "/metrics")
+            let metrics = try stack.operatorsRequest("GET", "/metrics")
             let line = metrics.body.split(separator: "\n").first { $0.hasPrefix(#"tokensignin_database_batches_total{operation="check_session"}"#) }
             batches = line.flatMap { Double($0.split(separator: " ").last ?? "") } ?? 0
         }

@@ -367,7 +367,7 @@ final class ConcurrentStatuses: @unchecked Sendable {
                 #expect(check.status == 200 && check.header("X-User-Sub") == session.sub && check.header("X-User-Id") == session.userID)
             }
             opened += sessions.count
-            let metrics = try stack.request("GET", "/metrics")
+            let metrics = try stack.operatorsRequest("GET", "/metrics")
             let line = metrics.body.split(separator: "\n").first { $0.hasPrefix(#"tokensignin_database_batches_total{operation="sign_in"}"#) }
             batches = line.flatMap { Double($0.split(separator: " ").last ?? "") } ?? 0
         }

@@ -22,6 +22,22 @@ struct Answer: CustomStringConvertible {
     var description: String { "\(status) \(body)" }
 }
 
+extension Answer {
+    /// From what `curl -D - -o -` printed: the head, a blank line, the body.
+    init(curlOutput raw: String) throws {
+        guard let split = raw.range(of: "\r\n\r\n") else { throw StackError("no HTTP answer: \(raw)") }
+        let lines = raw[..<split.lowerBound].components(separatedBy: "\r\n")
+        guard let statusLine = lines.first, let status = Int(statusLine.split(separator: " ").dropFirst().first ?? "") else {
+            throw StackError("bad status line: \(raw)")
+        }
+        let headers = lines.dropFirst().compactMap { line -> (name: String, value: String)? in
+            guard let colon = line.firstIndex(of: ":") else { return nil }
+            return (String(line[..<colon]), line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces))
+        }
+        self.init(status: status, headers: headers, body: String(raw[split.upperBound...]))
+    }
+}
+
 struct CommandResult {
     var status: Int32
     var stdout: String
@@ -56,10 +72,10 @@ enum SharedStacks {
     private static let lock = NSLock()
     nonisolated(unsafe) private static var stacks: [String: Stack] = [:]
 
-    static func stack(_ name: String, environment: [String: String] = [:]) throws -> Stack {
+    static func stack(_ name: String, environment: [String: String] = [:], rateLimit: Bool = false) throws -> Stack {
         try lock.withLock {
             if let stack = stacks[name] { return stack }
-            let stack = try Stack(name, environment: environment)
+            let stack = try Stack(name, environment: environment, rateLimit: rateLimit)
             stacks[name] = stack
             return stack
         }
@@ -71,7 +87,10 @@ final class Stack: @unchecked Sendable {
     // SAFETY: the process handle and paths are set in init and only read afterwards; tests use one stack per suite.
     let directory: URL
     let database: String
+    /// nginx's public HTTPS site; the application stand-in is on `port + 1`.
     let port: Int
+    /// nginx's operators' listener (tokensignin-metrics.conf): /healthz, /readyz and /metrics, plain HTTP.
+    var operatorsPort: Int { port + 2 }
     let clientID = "1000000000001-e2eclient.apps.googleusercontent.com"
     let otherClientID = "1000000000002-e2eother.apps.googleusercontent.com"
     let siteOrigin: String
@@ -98,7 +117,7 @@ final class Stack: @unchecked Sendable {
         try? FileManager.default.removeItem(at: directory)
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         database = "e2e_\(name.lowercased())_\(getpid())"
-        port = Self.randomPortPair()
+        port = Self.randomPorts()
         siteOrigin = "https://127.0.0.1:\(port)"
         extraEnvironment = environment
         self.postgres = postgres
@@ -116,19 +135,20 @@ final class Stack: @unchecked Sendable {
 
         try startServer()
         let nginx = try run(Paths.script("nginx-local"), ["start", directory.appendingPathComponent("nginx").path, String(port), socketPath],
-                            environment: ["NGINX_RATE_LIMIT": rateLimit ? "on" : "off"])
+                            environment: ["NGINX_RATE_LIMIT": rateLimit ? "on" : "off", "NGINX_METRICS_PORT": String(operatorsPort)])
         guard nginx.status == 0 else { throw StackError("nginx failed: \(nginx.stderr)") }
     }
 
-    /// An even port for nginx (the application stand-in takes the next one), below the kernel's ephemeral
-    /// range: a port inside it may be held at that moment by any outgoing connection (curl, libpq), and
-    /// nginx's bind then fails with "Address already in use".
-    static func randomPortPair() -> Int {
+    /// The first of three ports for nginx (the site; the application stand-in takes the next one, the
+    /// operators' listener the one after), below the kernel's ephemeral range: a port inside it may be held
+    /// at that moment by any outgoing connection (curl, libpq), and nginx's bind then fails with "Address
+    /// already in use".
+    static func randomPorts() -> Int {
         let range = (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8)) ?? ""
         let ephemeralStart = range.split(whereSeparator: \.isWhitespace).first.flatMap { Int($0) } ?? 32768
         // A system whose ephemeral range starts low keeps the old spread (and its small risk).
-        let top = ephemeralStart > 24000 ? ephemeralStart - 2 : 40000
-        return Int.random(in: 20000..<top) / 2 * 2
+        let top = ephemeralStart > 24000 ? ephemeralStart - 3 : 40000
+        return Int.random(in: 20000..<top) / 3 * 3
     }
 
     var socketPath: String { directory.appendingPathComponent("fcgi.sock").path }
@@ -253,29 +273,26 @@ final class Stack: @unchecked Sendable {
     // MARK: HTTP through nginx
 
     func request(_ method: String, _ path: String, headers: [String: String] = [:], body: String? = nil) throws -> Answer {
-        var arguments = ["-sk", "-X", method, "-D", "-", "-o", "-", "--max-time", "20", "https://127.0.0.1:\(port)\(path)"]
+        try request(method, url: "https://127.0.0.1:\(port)\(path)", headers: headers, body: body)
+    }
+
+    /// A request to nginx's operators' listener (http://127.0.0.1:operatorsPort), where /healthz, /readyz and
+    /// /metrics are served; the public site does not serve them.
+    func operatorsRequest(_ method: String, _ path: String) throws -> Answer {
+        try request(method, url: "http://127.0.0.1:\(operatorsPort)\(path)")
+    }
+
+    func request(_ method: String, url: String, headers: [String: String] = [:], body: String? = nil) throws -> Answer {
+        var arguments = ["-sk", "-X", method, "-D", "-", "-o", "-", "--max-time", "20", url]
         for (name, value) in headers.sorted(by: { $0.key < $1.key }) { arguments += ["-H", "\(name): \(value)"] }
         if body != nil { arguments += ["--data-binary", "@-"] }
         let result = try run("/usr/bin/curl", arguments, stdin: body)
-        return try parse(result.stdout)
+        return try Answer(curlOutput: result.stdout)
     }
 
     func signIn(_ token: String, userAgent: String = "e2e-test") throws -> Answer {
         try request("POST", "/tokensignin", headers: ["Content-Type": "application/json", "User-Agent": userAgent],
                     body: #"{"idToken":"\#(token)"}"#)
-    }
-
-    private func parse(_ raw: String) throws -> Answer {
-        guard let split = raw.range(of: "\r\n\r\n") else { throw StackError("no HTTP answer: \(raw)") }
-        let lines = raw[..<split.lowerBound].components(separatedBy: "\r\n")
-        guard let statusLine = lines.first, let status = Int(statusLine.split(separator: " ").dropFirst().first ?? "") else {
-            throw StackError("bad status line: \(raw)")
-        }
-        let headers = lines.dropFirst().compactMap { line -> (name: String, value: String)? in
-            guard let colon = line.firstIndex(of: ":") else { return nil }
-            return (String(line[..<colon]), line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces))
-        }
-        return Answer(status: status, headers: headers, body: String(raw[split.upperBound...]))
     }
 
     // MARK: database
