@@ -4,7 +4,7 @@ import Glibc
 
 /// A notification a `LISTEN`ing connection received: its channel and payload, in the order the server sent them
 /// (commit order: a notification is delivered only once the transaction that sent it has committed).
-public struct Notification: Sendable, Equatable {
+public struct DatabaseNotification: Sendable, Equatable {
     public let channel: String
     public let payload: String
 
@@ -18,7 +18,7 @@ extension Connection {
     /// The notifications that have arrived, waiting at most `timeout` for the first when none has. Never sends
     /// anything: `LISTEN` first, with `query`. A connection found broken throws a retryable `connection_lost`
     /// (its `LISTEN`s are gone with its server session: open a new connection and listen again).
-    public func notifications(waitingUpTo timeout: Duration) throws(StoreError) -> [Notification] {
+    public func notifications(waitingUpTo timeout: Duration) throws(StoreError) -> [DatabaseNotification] {
         guard !needsReset, PQstatus(pg) == CONNECTION_OK else { throw pipelineBroken() }
         // What has been read already (with an answer, or by an earlier call) comes first; then what the socket holds.
         guard PQconsumeInput(pg) == 1 else { throw pipelineBroken() }
@@ -39,10 +39,10 @@ extension Connection {
     }
 
     /// Every notification libpq has parsed, in order, each freed once copied.
-    private func drainNotifications() -> [Notification] {
-        var received: [Notification] = []
+    private func drainNotifications() -> [DatabaseNotification] {
+        var received: [DatabaseNotification] = []
         while let notify = PQnotifies(pg) {
-            received.append(Notification(channel: String(cString: notify.pointee.relname),
+            received.append(DatabaseNotification(channel: String(cString: notify.pointee.relname),
                                          payload: String(cString: notify.pointee.extra)))
             PQfreemem(notify)
         }
