@@ -35,7 +35,7 @@ let package = Package(
 
         // The three concerns, each a module so the compiler keeps the seams:
         // the domain (users, sessions, security events) and its stores, with every SQL statement; no HTTP.
-        .target(name: "Sessions", dependencies: ["IDToken", "Signing", "Store", "Logging"], swiftSettings: strict),
+        .target(name: "Sessions", dependencies: ["IDToken", "Signing", "Store", "Logging", "Threads"], swiftSettings: strict),
         // The HTTP application: one route table, requests, replies, the one error mapping, origin/CSRF, metrics; no SQL.
         .target(name: "SignIn", dependencies: ["CodedErrors", "Sessions", "IDToken", "GoogleKeys", "FastCGI", "Logging", "Store"],
                 swiftSettings: strict),

@@ -65,6 +65,12 @@ public struct Configuration: Sendable, Equatable {
     public var allowNonGoogleKeys = false
     /// Whether `cookieName` may lack the `__Host-` prefix.
     public var allowInsecureCookieName = false
+    /// Whether session checks are answered from memory (`SessionCache`).
+    public var sessionCache = true
+    /// The most sessions the cache holds.
+    public var sessionCacheSize = 0
+    /// A direct connection for the cache's LISTEN; nil: `databaseURL` (or libpq's PG* variables).
+    public var sessionCacheDatabaseURL: String?
     /// Database passwords (from `TOKENSIGNIN_DATABASE_URL` and `PGPASSWORD`) that no message may repeat: libpq echoes
     /// a malformed URL whole.
     public var secrets: [String] = []
@@ -179,6 +185,13 @@ public struct Configuration: Sendable, Equatable {
     static func secrets(in environment: [String: String]) -> [String] {
         (environment[Setting.databaseURL.variable].map(SettingText.passwords(inURL:)) ?? [])
             + [environment["PGPASSWORD"]].compactMap { $0 }.filter { !$0.isEmpty }
+    }
+
+    /// Where the session cache listens, or nil when it cannot (a transaction pooler in front, no direct URL given):
+    /// LISTEN belongs to one server session, which a transaction pooler hands to another client after each statement.
+    package var sessionCacheConninfo: String? {
+        if let url = sessionCacheDatabaseURL { return url }
+        return databasePooler == .none ? conninfo : nil
     }
 
     /// `message` with every secret replaced by `***`: the one redaction of what libpq or a command may echo.

@@ -55,15 +55,18 @@ public enum Serve {
             log.warning("non_google_keys_trusted", ["source": configuration.keySource.kind, "location": configuration.keySource.location,
                                                     "detail": "tokens signed by this key set are trusted (\(Setting.allowNonGoogleKeys.variable)=1): development and tests only"])
         }
+        let (cache, listener) = sessionCache(configuration, log: log)
+        defer { listener?.stop() }
         log.info("started", ["version": Version.number, "build": Version.build,
                              "listen": server.address, "workers": String(configuration.workers),
                              "check_workers": String(configuration.checkWorkers),
                              "worker_scheduling": configuration.workerScheduling.rawValue,
+                             "session_cache": cache == nil ? "off" : "on",
                              "client_ids": configuration.clientIDs.joined(separator: ","),
                              "keys": configuration.jwksFile ?? configuration.jwksURL])
         do {
             let service = Service(site: configuration.site, tokens: keys, keySource: configuration.keySource, log: log, clock: clock,
-                                  metrics: metrics, samples: { [server] in samples(of: server) })
+                                  metrics: metrics, samples: { [server] in samples(of: server) }, sessionCache: cache)
             try server.run(place: Routes.placement(of:), overloaded: { _ in overloadedResponse },
                            report: { event in reportFastCGI(event, log: log) },
                            makeHandler: { _ in
@@ -73,6 +76,23 @@ public enum Serve {
             throw CommandError(.serverFailed, "the FastCGI server failed: \(error.code.name) \(error.detail)")
         }
         log.info("stopped", [:])
+    }
+
+    /// The session cache and its listener, started, when the settings turn it on and it can listen (a direct
+    /// connection: behind a transaction pooler only with `TOKENSIGNIN_SESSION_CACHE_DATABASE_URL`).
+    static func sessionCache(_ configuration: Configuration, log: Log) -> (SessionCache?, CacheListener?) {
+        guard configuration.sessionCache else { return (nil, nil) }
+        guard let conninfo = configuration.sessionCacheConninfo else {
+            log.warning("session_cache_off", ["detail": "\(Setting.databasePooler.variable)=transaction and no \(Setting.sessionCacheDatabaseURL.variable): LISTEN needs a direct connection; every check asks PostgreSQL"])
+            return (nil, nil)
+        }
+        let cache = SessionCache(capacity: configuration.sessionCacheSize, idleTimeout: configuration.sessionPolicy.idleTimeout)
+        let listener = CacheListener(cache: cache, conninfo: conninfo, log: log, redact: { [configuration] in configuration.redacted($0) })
+        guard listener.start() else {
+            log.warning("session_cache_off", ["detail": "no thread for its listener; every check asks PostgreSQL"])
+            return (nil, nil)
+        }
+        return (cache, listener)
     }
 
     /// The lanes the route table places requests on, sized by the settings.

@@ -35,6 +35,9 @@ public enum Setting: String, CaseIterable, Sendable {
     case allowRemoteListen = "ALLOW_REMOTE_LISTEN"
     case allowNonGoogleKeys = "ALLOW_NON_GOOGLE_KEYS"
     case allowInsecureCookieName = "ALLOW_INSECURE_COOKIE_NAME"
+    case sessionCache = "SESSION_CACHE"
+    case sessionCacheSize = "SESSION_CACHE_SIZE"
+    case sessionCacheDatabaseURL = "SESSION_CACHE_DATABASE_URL"
 
     /// The environment variable, e.g. `TOKENSIGNIN_CLIENT_IDS`.
     public var variable: String { "TOKENSIGNIN_" + rawValue }
@@ -194,6 +197,28 @@ public enum Setting: String, CaseIterable, Sendable {
         case .allowInsecureCookieName:
             Entry(defaultText: "false", help: "1 to let COOKIE_NAME go without the __Host- prefix (a sibling subdomain could then set or shadow the cookie)") { text, c throws(CommandError) in
                 c.allowInsecureCookieName = try boolean(text)
+            }
+        case .sessionCache:
+            Entry(defaultText: "on", help: "on: session checks answered from memory, kept true by PostgreSQL's notifications (docs/database.md); off: every check asks PostgreSQL") { text, c throws(CommandError) in
+                guard text == "on" || text == "off" else { throw invalid("\(variable) must be on or off, got '\(text)'") }
+                c.sessionCache = text == "on"
+            }
+        case .sessionCacheSize:
+            Entry(defaultText: "100000", help: "sessions the cache holds at most, least recently used out, 1...10000000") { text, c throws(CommandError) in
+                c.sessionCacheSize = try count(text, in: 1...10_000_000, "a whole number")
+            }
+        case .sessionCacheDatabaseURL:
+            Entry(defaultText: nil, help: "postgresql:// URL of a direct connection for the cache's LISTEN, never a transaction pooler's (default: DATABASE_URL; needed with DATABASE_POOLER=transaction)") { text, c throws(CommandError) in
+                guard text.hasPrefix("postgresql://") || text.hasPrefix("postgres://") else {
+                    throw invalid("\(variable) must start with postgresql:// or postgres://")
+                }
+                c.sessionCacheDatabaseURL = text
+                c.secrets = SettingText.passwords(inURL: text) + c.secrets
+                do throws(StoreError) {
+                    try Database.validate(conninfo: text)
+                } catch {
+                    throw invalid("\(variable) is not a URL libpq accepts: \(c.redacted(error.detail))")
+                }
             }
         }
     }

@@ -174,11 +174,13 @@ package final class InMemoryStore: SessionStore, SecurityEventStore {
     package func liveSession(_ hash: SessionToken.Hash) throws -> LiveSession? {
         try failIfAsked()
         guard let index = authenticated(hash) else { return nil }
-        if sessions[index].lastSeenAt < now - 60 { sessions[index].lastSeenAt = now }
+        let seen = sessions[index].lastSeenAt
+        if seen < now - 60 { sessions[index].lastSeenAt = now }
         let session = sessions[index]
         let user = users.first { $0.id == session.userID }!
         return LiveSession(sessionID: session.id, userID: user.id, sub: user.sub, email: user.email,
-                           emailVerified: user.emailVerified, expiresAt: Timestamp(unixSeconds: session.expiresAt))
+                           emailVerified: user.emailVerified, expiresAt: Timestamp(unixSeconds: session.expiresAt),
+                           lastSeenAt: Timestamp(unixSeconds: seen))
     }
 
     /// One failure asked for (`failNext`) fails the whole batch, as a lost connection does on PostgreSQL.

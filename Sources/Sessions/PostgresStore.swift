@@ -136,10 +136,10 @@ package final class PostgresStore: SessionStore, SecurityEventStore {
 
     private static func liveSession(from rows: Rows) throws(StoreError) -> LiveSession? {
         guard rows.count == 1 else { return nil }
-        let (sessionID, userID, sub, email, emailVerified, expiresAt) = try rows.decode(
-            row: 0, as: Int64.self, Int64.self, String.self, String?.self, Bool.self, Timestamp.self)
+        let (sessionID, userID, sub, email, emailVerified, expiresAt, lastSeenAt) = try rows.decode(
+            row: 0, as: Int64.self, Int64.self, String.self, String?.self, Bool.self, Timestamp.self, Timestamp.self)
         return LiveSession(sessionID: sessionID, userID: userID, sub: sub, email: email, emailVerified: emailVerified,
-                           expiresAt: expiresAt)
+                           expiresAt: expiresAt, lastSeenAt: lastSeenAt)
     }
 
     package func signOut(_ hash: SessionToken.Hash, everywhere: Bool) throws -> SignedOut? {

@@ -108,7 +108,7 @@ package enum Queries {
     /// (a sign-out, a DBA) is answered from what is committed and refreshed at a later check, so a check never
     /// waits on a lock (and a batch of them, one transaction, never deadlocks). No row: no valid session (unknown,
     /// revoked, expired, idle too long, or user disabled). Columns: session_id, user_id, google_sub, email,
-    /// email_verified, expires_at (epoch).
+    /// email_verified, expires_at, last_seen_at as it was before the check (epoch).
     static let checkSession = TypedStatement<CheckSessionArguments>(name: "check_session", """
         WITH s AS (
             SELECT s.id, s.user_id, s.last_seen_at, s.expires_at, u.google_sub, u.email, u.email_verified
@@ -126,8 +126,20 @@ package enum Queries {
         ), seen AS (
             UPDATE signin.sessions t SET last_seen_at = now() FROM due WHERE t.id = due.id
         )
-        SELECT s.id, s.user_id, s.google_sub, s.email, s.email_verified, extract(epoch FROM s.expires_at)::bigint
+        SELECT s.id, s.user_id, s.google_sub, s.email, s.email_verified, extract(epoch FROM s.expires_at)::bigint,
+               extract(epoch FROM s.last_seen_at)::bigint
           FROM s
+        """)
+
+    /// The session cache's `last_seen_at` refresh: the checks it answered from memory that are due, written in one
+    /// statement per interval (`$1`, an array of session ids), each at most once a minute as the check itself does,
+    /// never waiting on a row another transaction holds.
+    package static let recordSeen = Statement(name: "record_seen", sql: """
+        UPDATE signin.sessions t SET last_seen_at = now()
+          FROM (SELECT id FROM signin.sessions
+                 WHERE id = ANY ($1::bigint[]) AND last_seen_at < now() - interval '60 seconds'
+                   FOR NO KEY UPDATE SKIP LOCKED) due
+         WHERE t.id = due.id
         """)
 
     /// Sign-out: the presented session, or every session of its user when `everywhere`. Returns the authenticated
@@ -395,7 +407,7 @@ package enum StatementCatalog {
     package static let entries = [typed(Queries.signIn), typed(Queries.checkSession), typed(Queries.signInFailure),
                                   typed(Queries.signOut), typed(Queries.listSessions), typed(Queries.revokeOwnSession),
                                   typed(SecurityEventQueries.apply)]
-        + ([ServiceSettingsQueries.record, ServiceSettingsQueries.read] + OperatorQueries.statements)
+        + ([Queries.recordSeen, ServiceSettingsQueries.record, ServiceSettingsQueries.read] + OperatorQueries.statements)
             .map { Entry(statement: $0, parameters: []) }
     package static var statements: [Statement] { entries.map(\.statement) }
     package static var names: [String] { statements.map(\.name) }

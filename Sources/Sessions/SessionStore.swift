@@ -94,6 +94,14 @@ package struct LiveSession: Sendable, Equatable {
     package var email: String?
     package var emailVerified: Bool
     package var expiresAt: Timestamp
+    /// `last_seen_at` as the check read it (the session cache counts the idle timeout from it). Not part of what a
+    /// session is: two checks of one session are equal whenever the second refreshed it.
+    package var lastSeenAt: Timestamp
+
+    package static func == (lhs: Self, rhs: Self) -> Bool {
+        (lhs.sessionID, lhs.userID, lhs.sub, lhs.email, lhs.emailVerified, lhs.expiresAt)
+            == (rhs.sessionID, rhs.userID, rhs.sub, rhs.email, rhs.emailVerified, rhs.expiresAt)
+    }
 }
 
 /// One of the user's live sessions, for the devices list.

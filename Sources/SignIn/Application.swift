@@ -18,10 +18,12 @@ package struct Service: Sendable {
     package var samples: @Sendable () -> [Metrics.Sample]
     /// Which refused sign-ins reach the audit.
     package var refusalAudit: RefusalAudit
+    /// The sessions checks are answered from, when the cache is on.
+    package var sessionCache: SessionCache?
 
     package init(site: Site, tokens: any TokenVerifying, keySource: KeySource = .google, log: Log, clock: @escaping @Sendable () -> Int64,
                  metrics: Metrics, samples: @escaping @Sendable () -> [Metrics.Sample] = { [] },
-                 refusalAudit: RefusalAudit = RefusalAudit()) {
+                 refusalAudit: RefusalAudit = RefusalAudit(), sessionCache: SessionCache? = nil) {
         self.site = site
         self.tokens = tokens
         self.keySource = keySource
@@ -30,6 +32,7 @@ package struct Service: Sendable {
         self.metrics = metrics
         self.samples = samples
         self.refusalAudit = refusalAudit
+        self.sessionCache = sessionCache
     }
 }
 
@@ -41,7 +44,8 @@ package final class Application: Handler {
     let tokens: any TokenVerifying
     let verifier: Verifier
     let eventVerifier: SecurityEventVerifier
-    /// Every call timed into `metrics` (`TimedStore`).
+    /// Every call that reaches the database timed into `metrics` (`TimedStore`); checks answered from the session
+    /// cache when it is on (`CachedSessionStore`).
     let store: any SessionStore & SecurityEventStore
     let log: Log
     let clock: @Sendable () -> Int64
@@ -54,7 +58,8 @@ package final class Application: Handler {
         self.tokens = service.tokens
         self.verifier = Verifier(policy: service.site.policy)
         self.eventVerifier = SecurityEventVerifier(policy: service.site.policy)
-        self.store = TimedStore(store, metrics: service.metrics)
+        let timed = TimedStore(store, metrics: service.metrics)
+        self.store = service.sessionCache.map { CachedSessionStore(timed, cache: $0, clock: service.clock) } ?? timed
         self.log = service.log
         self.clock = service.clock
         self.metrics = service.metrics

@@ -40,6 +40,27 @@ extension Application {
         if let age = keys.ageSeconds {
             samples.append(Metrics.Sample(name: "tokensignin_key_set_age_seconds", help: "Seconds since the key set was fetched.", value: age))
         }
+        if let cache = service.sessionCache {
+            let figures = cache.figures
+            for (result, count) in [("hit", figures.hits), ("miss", figures.misses), ("unusable", figures.unusable)] {
+                samples.append(Metrics.Sample(name: "tokensignin_session_cache_lookups_total",
+                                              help: "Session checks by what the session cache did: answered (hit), asked PostgreSQL and kept the answer (miss), or asked PostgreSQL because the cache could not be trusted (unusable).",
+                                              type: "counter", labels: [("result", result)], value: Double(count)))
+            }
+            samples += [
+                Metrics.Sample(name: "tokensignin_session_cache_entries", help: "Sessions the session cache holds.", value: Double(figures.entries)),
+                Metrics.Sample(name: "tokensignin_session_cache_usable",
+                               help: "1 while the session cache's heartbeat through PostgreSQL comes back within its bound.",
+                               value: figures.usable ? 1 : 0),
+                Metrics.Sample(name: "tokensignin_session_cache_evictions_total",
+                               help: "Cached sessions evicted because PostgreSQL or this responder ended them.", type: "counter",
+                               value: Double(figures.evictions)),
+            ]
+            if let age = figures.heartbeatAge {
+                samples.append(Metrics.Sample(name: "tokensignin_session_cache_heartbeat_age_seconds",
+                                              help: "Seconds since the last heartbeat that came back was sent.", value: age))
+            }
+        }
         let text = metrics.exposition(samples + service.samples())
         return Response(status: 200, headers: [("Content-Type", "text/plain; version=0.0.4; charset=utf-8"),
                                                ("Cache-Control", "no-store")], body: Array(text.utf8))

@@ -104,6 +104,19 @@ extension Bool: SQLParameter, SQLDecodable {
     }
 }
 
+/// Whole numbers as a PostgreSQL array literal (`{1,2,3}`), for `= ANY ($1::bigint[])`.
+extension Array: SQLParameter where Element == Int64 {
+    public func appendSQLText(to text: inout [UInt8]) -> Bool {
+        text.append(UInt8(ascii: "{"))
+        for (index, value) in enumerated() {
+            if index > 0 { text.append(UInt8(ascii: ",")) }
+            Int64.appendDecimal(value, to: &text)
+        }
+        text.append(UInt8(ascii: "}"))
+        return true
+    }
+}
+
 extension Optional: SQLParameter where Wrapped: SQLParameter {
     public func appendSQLText(to text: inout [UInt8]) -> Bool { self?.appendSQLText(to: &text) ?? false }
 }

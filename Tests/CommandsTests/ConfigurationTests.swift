@@ -39,6 +39,9 @@ private func rendered(_ config: Configuration, _ setting: Setting) -> String {
     case .allowRemoteListen: String(config.allowRemoteListen)
     case .allowNonGoogleKeys: String(config.allowNonGoogleKeys)
     case .allowInsecureCookieName: String(config.allowInsecureCookieName)
+    case .sessionCache: config.sessionCache ? "on" : "off"
+    case .sessionCacheSize: String(config.sessionCacheSize)
+    case .sessionCacheDatabaseURL: config.sessionCacheDatabaseURL ?? "nil"
     }
 }
 
@@ -77,6 +80,9 @@ private func listenText(_ listen: Listen) -> String {
         (.allowRemoteListen, "false"),
         (.allowNonGoogleKeys, "false"),
         (.allowInsecureCookieName, "false"),
+        (.sessionCache, "on"),
+        (.sessionCacheSize, "100000"),
+        (.sessionCacheDatabaseURL, "nil"),
     ])
     func unsetSettingTakesItsDefault(setting: Setting, expected: String) throws {
         #expect(rendered(try configuration(), setting) == expected)
@@ -131,6 +137,9 @@ private func listenText(_ listen: Listen) -> String {
         (.allowRemoteListen, "true", "no", "false"),
         (.allowNonGoogleKeys, "0", "1", "true"),
         (.allowInsecureCookieName, "1", "0", "false"),
+        (.sessionCache, "on", "off", "off"),
+        (.sessionCacheSize, "5", "1000", "1000"),
+        (.sessionCacheDatabaseURL, "postgresql://env/db", "postgres://direct/db", "postgres://direct/db"),
     ])
     func flagOverridesEnvironment(setting: Setting, environment: String, flag: String, expected: String) throws {
         let env = [setting.variable: environment]
@@ -154,7 +163,8 @@ private func listenText(_ listen: Listen) -> String {
             "TOKENSIGNIN_SESSION_TTL", "TOKENSIGNIN_SESSION_IDLE_TTL", "TOKENSIGNIN_COOKIE_NAME",
             "TOKENSIGNIN_SITE_ORIGINS", "TOKENSIGNIN_SIGNIN_REDIRECT", "TOKENSIGNIN_WEB_FORM_ORIGINS", "TOKENSIGNIN_MAX_SESSIONS_PER_USER",
             "TOKENSIGNIN_SQL_DIR", "TOKENSIGNIN_ALLOW_REMOTE_LISTEN", "TOKENSIGNIN_ALLOW_NON_GOOGLE_KEYS",
-            "TOKENSIGNIN_ALLOW_INSECURE_COOKIE_NAME",
+            "TOKENSIGNIN_ALLOW_INSECURE_COOKIE_NAME", "TOKENSIGNIN_SESSION_CACHE", "TOKENSIGNIN_SESSION_CACHE_SIZE",
+            "TOKENSIGNIN_SESSION_CACHE_DATABASE_URL",
         ])
         #expect(Setting.clientIDs.flag == "--client-ids")
         #expect(Setting.signInRedirect.flag == "--signin-redirect")
