@@ -27,6 +27,11 @@ package final class InMemoryStore: SessionStore, SecurityEventStore {
         package var outcome: String
         package var state: String?
         package var sessionsRevoked: Int
+        /// The payload and why it was not read, for an unparsed event only.
+        package var claims: String? = nil
+        package var unparsedReason: String? = nil
+        /// The SET's iat (Unix seconds); nil only for an unparsed event without a numeric one.
+        package var issuedAt: Int64? = nil
     }
 
     package struct Session {
@@ -247,8 +252,19 @@ package final class InMemoryStore: SessionStore, SecurityEventStore {
             }
             let userID = index.map { users[$0].id }
             self.events.append(EventRow(jti: event.jti, type: event.type, userID: userID, outcome: outcome, state: event.state,
-                                        sessionsRevoked: revokedCount))
+                                        sessionsRevoked: revokedCount, issuedAt: event.issuedAt))
             return AppliedSecurityEvent(type: event.type, userID: userID, outcome: outcome, sessionsRevoked: revokedCount)
         }
+    }
+
+    package func recordUnparsedSecurityEvent(_ event: UnparsedSecurityEventRecord) throws -> AppliedSecurityEvent {
+        try failIfAsked()
+        var outcome = AppliedSecurityEvent.duplicate
+        if !events.contains(where: { $0.jti == event.jti && $0.type == event.type }) {
+            events.append(EventRow(jti: event.jti, type: event.type, userID: nil, outcome: UnparsedSecurityEventRecord.outcome, state: nil,
+                                   sessionsRevoked: 0, claims: event.claims, unparsedReason: event.reason, issuedAt: event.issuedAt))
+            outcome = UnparsedSecurityEventRecord.outcome
+        }
+        return AppliedSecurityEvent(type: event.type, userID: nil, outcome: outcome, sessionsRevoked: 0)
     }
 }

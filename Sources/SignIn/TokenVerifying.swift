@@ -6,8 +6,9 @@ import IDToken
 /// What verifies an ID token for the routes: the key cache in production, a fixed table in route tests.
 package protocol TokenVerifying: Sendable {
     func verify(_ token: String, with verifier: Verifier, now: Int64) -> Result<VerifiedToken, IDTokenError>
-    /// The same keys and JOSE rules for Google's security event tokens.
-    func verify(_ token: String, with verifier: SecurityEventVerifier, now: Int64) -> Result<VerifiedSecurityEvent, IDTokenError>
+    /// The same JOSE rules for Google's security event tokens: verified or unparsed once the signature, issuer and
+    /// audience are good, refused otherwise.
+    func verify(_ token: String, with verifier: SecurityEventVerifier, now: Int64) -> Result<AcceptedSecurityEvent, IDTokenError>
     /// Whether a usable key set is loaded, for `/readyz` and `/metrics`.
     var keyReadiness: KeyReadiness { get }
 }

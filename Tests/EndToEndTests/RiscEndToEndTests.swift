@@ -26,11 +26,16 @@ struct SecurityEventToken {
     }
 
     func signed(by stack: Stack, kid: String? = nil, alg: String = "RS256") throws -> String {
+        try signed(with: DevelopmentKey(pem: try String(contentsOfFile: stack.keyPath, encoding: .utf8)), kid: kid ?? stack.kid, alg: alg)
+    }
+
+    /// Signed with `key` under `kid`; `removing` claims leaves them out (a `jti`-less SET).
+    func signed(with key: DevelopmentKey, kid: String, alg: String = "RS256", removing: [String] = []) throws -> String {
         var claims: [String: Any] = ["iss": issuer, "aud": audience, "iat": iat, "jti": jti, "events": events]
         for (name, value) in extra { claims[name] = value }
+        for name in removing { claims[name] = nil }
         let payload = try JSONSerialization.data(withJSONObject: claims, options: [.sortedKeys])
-        let header = #"{"alg":"\#(alg)","kid":"\#(kid ?? stack.kid)","typ":"secevent+jwt"}"#
-        let key = try DevelopmentKey(pem: try String(contentsOfFile: stack.keyPath, encoding: .utf8))
+        let header = #"{"alg":"\#(alg)","kid":"\#(kid)","typ":"secevent+jwt"}"#
         return key.sign(header: Array(header.utf8), payload: [UInt8](payload))
     }
 }
@@ -174,8 +179,9 @@ struct SecurityEventToken {
         let body: String
         switch what {
         case "invalid_request":
-            token.events = [:]
-            body = try token.signed(by: stack)
+            // No issuer: whose SET it is cannot be told (one with unreadable events would be recorded unparsed, 202).
+            body = try token.signed(with: DevelopmentKey(pem: String(contentsOfFile: stack.keyPath, encoding: .utf8)), kid: stack.kid,
+                                    removing: ["iss"])
         case "invalid_key": body = try token.signed(by: stack, kid: "no-such-kid")
         case "authentication_failed":
             let signed = try token.signed(by: stack)
@@ -209,6 +215,88 @@ struct SecurityEventToken {
         #expect((answer.json["description"] as? String)?.isEmpty == false)
         #expect(try check(session) == 200)
         #expect(try events(sub).isEmpty)
+    }
+
+    // MARK: no genuine security event lost (items 7 to 10)
+
+    /// Item 7: a SET carries no expiry that matters (RFC 8417; Google says not to check it): `exp` in the past is 202.
+    @Test func aSETWithAnExpiryInThePastIsApplied() throws {
+        let sub = "300000000000000001001"
+        let session = try signedIn(sub, iat: Int(Date().timeIntervalSince1970) - 120)
+        var token = set(SecurityEventToken.event("sessions-revoked", sub: sub), iat: Int(Date().timeIntervalSince1970) - 60)
+        token.extra["exp"] = Int(Date().timeIntervalSince1970) - 3600
+        let answer = try post(try token.signed(by: stack))
+        #expect(answer.status == 202, "\(answer)")
+        #expect(try check(session) == 401)
+        #expect(try events(sub).map { $0[1] } == ["sessions_revoked"])
+    }
+
+    /// Item 8: `"reason": null` is no reason: an account-disabled event that blocks.
+    @Test func anAccountDisabledWithANullReasonBlocks() throws {
+        let sub = "300000000000000001101"
+        let session = try signedIn(sub)
+        let token = set([SecurityEventToken.risc + "account-disabled": [
+            "subject": ["subject_type": "iss-sub", "iss": SecurityEventToken.google, "sub": sub], "reason": NSNull(),
+        ] as [String: Any]], iat: Int(Date().timeIntervalSince1970) - 5)
+        let answer = try post(try token.signed(by: stack))
+        #expect(answer.status == 202, "\(answer)")
+        #expect(try events(sub) == [[SecurityEventToken.risc + "account-disabled", "blocked", "", "", "t"]])
+        #expect(try stack.signIn(try stack.token(sub: sub)).status == 403)
+        #expect(try check(session) == 200, "a block without a reason keeps sessions")
+    }
+
+    /// Item 9: an `iat` ahead of our clock beyond the skew is applied as Google sent it (the order of events stays
+    /// Google's), with a warning that says by how much.
+    @Test func aSETIssuedAheadOfOurClockIsAppliedAsSentWithAWarning() throws {
+        let sub = "300000000000000001201"
+        _ = try signedIn(sub)
+        let iat = Int(Date().timeIntervalSince1970) + 3600
+        let token = set(SecurityEventToken.event("account-disabled", sub: sub), jti: "jti-ahead-\(UUID().uuidString)", iat: iat)
+        let answer = try post(try token.signed(by: stack))
+        #expect(answer.status == 202, "\(answer)")
+        #expect(try stack.psql("SELECT outcome, extract(epoch FROM issued_at)::bigint FROM signin.security_events WHERE jti = '\(token.jti)'")
+                == [["blocked", String(iat)]])
+        // An enable issued between now and that iat arrives next: ordered by iat, it does not lift the block.
+        #expect(try post(try set(SecurityEventToken.event("account-enabled", sub: sub)).signed(by: stack)).status == 202)
+        #expect(try events(sub).map { $0[1] } == ["blocked", "enable_stale"])
+        let warning = try #require(stack.serverLog.split(separator: "\n").first { $0.contains("jti=\(token.jti)") && $0.contains("level=warn") })
+        #expect(warning.contains("level=warn event=security_event_issued_in_future jti=\(token.jti) iat=\(iat) now="), "\(warning)")
+        let skew = warning.split(separator: " ").first { $0.hasPrefix("skew_seconds=") }.flatMap { Int($0.dropFirst("skew_seconds=".count)) }
+        #expect(skew.map { (3500...3600).contains($0) } == true, "\(warning)")
+    }
+
+    /// Item 10: signed by Google for us but not readable (a reason that is a number, no jti): recorded as it came with
+    /// outcome unparsed, applied to nobody, answered 202 (once per SET however often it comes) and counted.
+    @Test func aSETThatCannotBeReadIsRecordedUnparsedAndChangesNothing() throws {
+        let sub = "300000000000000001301"
+        let session = try signedIn(sub)
+        let token = set([SecurityEventToken.risc + "account-disabled": [
+            "subject": ["subject_type": "iss-sub", "iss": SecurityEventToken.google, "sub": sub], "reason": 7,
+        ] as [String: Any]], jti: "jti-unparsed-\(UUID().uuidString)")
+        let signed = try token.signed(by: stack)
+        for _ in 0..<2 { #expect(try post(signed).status == 202) }
+        let rows = try stack.psql("""
+            SELECT event_type, outcome, user_id IS NULL, subject_sub IS NULL, unparsed_reason, claims::jsonb #>> '{events}'
+              FROM signin.security_events WHERE jti = '\(token.jti)'
+            """)
+        #expect(rows.count == 1, "\(rows)")
+        #expect(rows.first.map { Array($0.prefix(5)) } == [SecurityEventToken.risc + "account-disabled", "unparsed", "t", "t",
+                                                          "bad_events: event member reason is not a string"])
+        #expect(rows.first?[5].contains(sub) == true, "the claims are kept: \(rows)")
+        #expect(try check(session) == 200)
+        #expect(try stack.signIn(try stack.token(sub: sub)).status == 200, "nothing about it reaches the user")
+        let line = try #require(stack.serverLog.split(separator: "\n").last { $0.contains("jti=\(token.jti)") && $0.contains("route=risc") })
+        #expect(line.contains("status=202") && line.contains("unparsed=bad_events"), "\(line)")
+        #expect(stack.serverLog.contains("level=warn event=security_event_unparsed jti=\(token.jti) type=account-disabled reason=bad_events"))
+        // Without a jti: recorded under the digest of its payload, once.
+        let key = try DevelopmentKey(pem: String(contentsOfFile: stack.keyPath, encoding: .utf8))
+        let anonymous = try set(SecurityEventToken.event("sessions-revoked", sub: sub), iat: Int(Date().timeIntervalSince1970) - 1)
+            .signed(with: key, kid: stack.kid, removing: ["jti"])
+        for _ in 0..<2 { #expect(try post(anonymous).status == 202) }
+        #expect(try stack.count("signin.security_events WHERE outcome = 'unparsed' AND jti LIKE 'sha256:%' AND unparsed_reason = 'missing_claim: jti'") == 1)
+        #expect(try check(session) == 200)
+        let metrics = try stack.request("GET", "/metrics").body
+        #expect(metrics.contains(#"tokensignin_security_events_total{type="\#(SecurityEventToken.risc)account-disabled",outcome="unparsed"} 1"#))
     }
 
     @Test func onlyPOSTAndABodyOverTheCapIsAnRFC8935Error() throws {
