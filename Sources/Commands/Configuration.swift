@@ -20,6 +20,9 @@ public struct Configuration: Sendable, Equatable {
     public var jwksURL = KeySource.googleURL
     /// A local key set file used instead of `jwksURL` when set.
     public var jwksFile: String?
+    /// OAuth client IDs whose security event tokens `POST /risc` accepts as their audience: every one of `clientIDs`,
+    /// and clients of the same Google Cloud project that do not sign in here. Default: `clientIDs`.
+    public var riscAudiences: [String] = []
     /// The longest a sign-in waits for Google's keys when none are loaded yet (0...10 s); never waited on while
     /// usable keys exist.
     public var keyWait: Duration = .zero
@@ -107,6 +110,12 @@ public struct Configuration: Sendable, Equatable {
 
         // The defaults that depend on something else, and the rules that tie settings together.
         if unset.contains(.clientIDs), requireClientIDs { throw CommandError(.invalidConfiguration, "\(Setting.clientIDs.variable) is required") }
+        if unset.contains(.riscAudiences) {
+            riscAudiences = clientIDs
+        } else if let missing = clientIDs.first(where: { !riscAudiences.contains($0) }) {
+            // A SET for a user who signs in here is addressed to that client: refusing it would lose it for good.
+            throw CommandError(.invalidConfiguration, "\(Setting.riscAudiences.variable) must include every one of \(Setting.clientIDs.variable) (security events for their users would be refused and lost); it lacks \(missing)")
+        }
         if unset.contains(.workers) { workers = Self.defaultWorkers(processorCount: processorCount) }
         if unset.contains(.checkWorkers) { checkWorkers = Self.defaultWorkers(processorCount: processorCount) }
         if unset.contains(.sessionIdleTTL) {
@@ -150,7 +159,7 @@ public struct Configuration: Sendable, Equatable {
     /// What the HTTP application reads of these settings.
     package var site: Site {
         Site(policy: policy, cookieName: cookieName, sessionTTL: sessionTTL.components.seconds, signInRedirect: signInRedirect,
-             originCheck: OriginCheck(siteOrigins: siteOrigins, webFormOrigins: webFormOrigins))
+             originCheck: OriginCheck(siteOrigins: siteOrigins, webFormOrigins: webFormOrigins), riscAudiences: riscAudiences)
     }
 
     /// The database passwords of an environment: `TOKENSIGNIN_DATABASE_URL`'s (as written and percent-decoded), then

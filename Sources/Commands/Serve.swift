@@ -51,6 +51,7 @@ public enum Serve {
                              "check_workers": String(configuration.checkWorkers),
                              "worker_scheduling": configuration.workerScheduling.rawValue,
                              "client_ids": configuration.clientIDs.joined(separator: ","),
+                             "risc_audiences": configuration.riscAudiences.joined(separator: ","),
                              "keys": configuration.jwksFile ?? configuration.jwksURL])
         do {
             let service = Service(site: configuration.site, tokens: keys, log: log, clock: clock, metrics: metrics,

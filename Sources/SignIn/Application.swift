@@ -45,7 +45,7 @@ package final class Application: Handler {
         self.site = service.site
         self.tokens = service.tokens
         self.verifier = Verifier(policy: service.site.policy)
-        self.eventVerifier = SecurityEventVerifier(policy: service.site.policy)
+        self.eventVerifier = SecurityEventVerifier(policy: service.site.securityEventPolicy)
         self.store = TimedStore(store, metrics: service.metrics)
         self.log = service.log
         self.clock = service.clock

@@ -41,8 +41,14 @@ struct SecurityEventToken {
 }
 
 @Suite(.serialized) final class RiscEndToEndTests {
+    /// A client of the project that does not sign in here: its security events are accepted (item 12), its ID tokens not.
+    static let androidClient = "1000000000003-e2eandroid.apps.googleusercontent.com"
     let stack: Stack
-    init() throws { stack = try SharedStacks.stack("risc") }
+    init() throws {
+        stack = try SharedStacks.stack("risc", environment: [
+            "TOKENSIGNIN_RISC_AUDIENCES": "1000000000001-e2eclient.apps.googleusercontent.com,1000000000002-e2eother.apps.googleusercontent.com,\(Self.androidClient)",
+        ])
+    }
 
     func set(_ events: [String: Any], jti: String = UUID().uuidString, iat: Int? = nil) -> SecurityEventToken {
         var token = SecurityEventToken(events: events, jti: jti, audience: stack.clientID)
@@ -217,7 +223,7 @@ struct SecurityEventToken {
         #expect(try events(sub).isEmpty)
     }
 
-    // MARK: no genuine security event lost (items 7 to 10)
+    // MARK: no genuine security event lost (items 7 to 10, 12)
 
     /// Item 7: a SET carries no expiry that matters (RFC 8417; Google says not to check it): `exp` in the past is 202.
     @Test func aSETWithAnExpiryInThePastIsApplied() throws {
@@ -297,6 +303,21 @@ struct SecurityEventToken {
         #expect(try check(session) == 200)
         let metrics = try stack.request("GET", "/metrics").body
         #expect(metrics.contains(#"tokensignin_security_events_total{type="\#(SecurityEventToken.risc)account-disabled",outcome="unparsed"} 1"#))
+    }
+
+    /// Item 12: a SET addressed to another client of the project (TOKENSIGNIN_RISC_AUDIENCES) is applied; that
+    /// client's ID tokens still cannot sign in here.
+    @Test func aSETForAnotherClientOfTheProjectIsApplied() throws {
+        let sub = "300000000000000001401"
+        let session = try signedIn(sub, iat: Int(Date().timeIntervalSince1970) - 120)
+        var token = set(SecurityEventToken.event("sessions-revoked", sub: sub), iat: Int(Date().timeIntervalSince1970) - 60)
+        token.audience = Self.androidClient
+        let answer = try post(try token.signed(by: stack))
+        #expect(answer.status == 202, "\(answer)")
+        #expect(try check(session) == 401)
+        #expect(try events(sub).map { $0[1] } == ["sessions_revoked"])
+        let signIn = try stack.signIn(try stack.token(sub: sub, aud: Self.androidClient))
+        #expect(signIn.status == 401 && signIn.errorCode == "invalid_token", "\(signIn)")
     }
 
     @Test func onlyPOSTAndABodyOverTheCapIsAnRFC8935Error() throws {
