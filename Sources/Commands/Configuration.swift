@@ -23,6 +23,8 @@ public struct Configuration: Sendable, Equatable {
     /// OAuth client IDs whose security event tokens `POST /risc` accepts as their audience: every one of `clientIDs`,
     /// and clients of the same Google Cloud project that do not sign in here. Default: `clientIDs`.
     public var riscAudiences: [String] = []
+    /// Where Google's RISC configuration is read (its issuer and jwks_uri, compared with what the receiver uses).
+    public var riscConfiguration: RiscConfigurationSource = .google
     /// The longest a sign-in waits for Google's keys when none are loaded yet (0...10 s); never waited on while
     /// usable keys exist.
     public var keyWait: Duration = .zero

@@ -15,6 +15,7 @@ public enum Setting: String, CaseIterable, Sendable {
     case jwksFile = "JWKS_FILE"
     case keyWait = "KEY_WAIT"
     case riscAudiences = "RISC_AUDIENCES"
+    case riscConfigurationURL = "RISC_CONFIGURATION_URL"
     case listen = "LISTEN"
     case workers = "WORKERS"
     case checkWorkers = "CHECK_WORKERS"
@@ -68,6 +69,17 @@ public enum Setting: String, CaseIterable, Sendable {
             // Its default, the client IDs, and the rule that it holds them all: `Configuration.init`.
             Entry(defaultText: nil, help: "comma-separated OAuth client IDs whose security events POST /risc accepts: every client ID, and clients of the project that do not sign in here (default: CLIENT_IDS)") { text, c throws(CommandError) in
                 c.riscAudiences = try clientIDs(text)
+            }
+        case .riscConfigurationURL:
+            Entry(defaultText: RiscConfigurationSource.googleURL, help: "Google's RISC configuration, read at start and daily for its issuer and jwks_uri; off: not read") { text, c throws(CommandError) in
+                if text == "off" {
+                    c.riscConfiguration = .off
+                    return
+                }
+                guard KeySource.urlProblem(text) == nil else {
+                    throw invalid("\(variable) must be an https:// URL (or http:// on 127.0.0.1, [::1] or localhost) or off, got '\(text)'")
+                }
+                c.riscConfiguration = .url(text)
             }
         case .keyWait:
             Entry(defaultText: "1s", help: "longest a sign-in waits for keys not yet loaded, 0...10s") { text, c throws(CommandError) in

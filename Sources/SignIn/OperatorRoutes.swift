@@ -4,7 +4,9 @@ import struct Store.StoreError
 
 extension Application {
     /// `200` when this worker's database connection answers and a key set is loaded and not stale; `503` with
-    /// the reasons otherwise (never a 200 that a load balancer would trust wrongly).
+    /// the reasons otherwise (never a 200 that a load balancer would trust wrongly). `warnings` lists what an
+    /// operator should look at without taking sign-ins out of the load balancer: a drifted RISC configuration
+    /// (docs/risc.md).
     func ready() throws -> Response {
         var reasons: [JSONValue] = []
         do {
@@ -14,11 +16,13 @@ extension Application {
         }
         let keys = tokens.keyReadiness
         if !keys.loaded { reasons.append(.string("keys_not_loaded")) } else if keys.stale { reasons.append(.string("keys_stale")) }
+        let warnings: [(String, JSONValue)] = keys.riscConfiguration?.mismatch == true
+            ? [("warnings", .array([.string("risc_configuration_mismatch")]))] : []
         guard reasons.isEmpty else {
-            return .json(status: 503, .object([("status", .string("unavailable")), ("reasons", .array(reasons))]),
+            return .json(status: 503, .object([("status", .string("unavailable")), ("reasons", .array(reasons))] + warnings),
                          headers: [("Retry-After", String(Failure.retryAfterDatabase))])
         }
-        return .json(.object([("status", .string("ready"))]))
+        return .json(.object([("status", .string("ready"))] + warnings))
     }
 
     func metricsPage() -> Response {
@@ -32,6 +36,20 @@ extension Application {
         ]
         if let age = keys.ageSeconds {
             samples.append(Metrics.Sample(name: "tokensignin_key_set_age_seconds", help: "Seconds since the key set was fetched.", value: age))
+        }
+        if let risc = keys.riscConfiguration {
+            samples += [
+                Metrics.Sample(name: "tokensignin_risc_configuration_mismatch",
+                               help: "1 when Google's RISC configuration names another issuer or jwks_uri than the receiver uses.",
+                               value: risc.mismatch ? 1 : 0),
+                Metrics.Sample(name: "tokensignin_risc_configuration_separate_keys",
+                               help: "1 when POST /risc verifies with the key set of the discovered jwks_uri.",
+                               value: risc.securityEventKeysURL == nil ? 0 : 1),
+                Metrics.Sample(name: "tokensignin_risc_configuration_checks_total", help: "Reads of Google's RISC configuration.",
+                               type: "counter", value: Double(risc.checks)),
+                Metrics.Sample(name: "tokensignin_risc_configuration_check_failures_total",
+                               help: "Reads of Google's RISC configuration that failed.", type: "counter", value: Double(risc.failures)),
+            ]
         }
         let text = metrics.exposition(samples + service.samples())
         return Response(status: 200, headers: [("Content-Type", "text/plain; version=0.0.4; charset=utf-8"),

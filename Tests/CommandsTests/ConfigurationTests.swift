@@ -3,6 +3,7 @@
 @testable import Commands
 @testable import SignIn
 import FastCGI
+import GoogleKeys
 import Testing
 
 private let base = ["TOKENSIGNIN_CLIENT_IDS": "1234567890-web.apps.googleusercontent.com"]
@@ -18,6 +19,7 @@ private func rendered(_ config: Configuration, _ setting: Setting) -> String {
     case .jwksURL: config.jwksURL
     case .jwksFile: config.jwksFile ?? "nil"
     case .riscAudiences: config.riscAudiences.joined(separator: "|")
+    case .riscConfigurationURL: config.riscConfiguration.description
     case .keyWait: String(config.keyWait.components.seconds * 1_000 + config.keyWait.components.attoseconds / 1_000_000_000_000_000)
     case .listen: listenText(config.listen)
     case .workers: String(config.workers)
@@ -56,6 +58,7 @@ private func listenText(_ listen: Listen) -> String {
         (.jwksFile, "nil"),
         (.keyWait, "1000"),
         (.riscAudiences, "1234567890-web.apps.googleusercontent.com"),
+        (.riscConfigurationURL, "https://accounts.google.com/.well-known/risc-configuration"),
         (.listen, "nil"),
         (.workers, "8"),
         (.checkWorkers, "8"),
@@ -105,6 +108,9 @@ private func listenText(_ listen: Listen) -> String {
         (.keyWait, "2s", "250ms", "250"),
         (.riscAudiences, "1234567890-web.apps.googleusercontent.com", "1234567890-web.apps.googleusercontent.com, 1234567890-android.apps.googleusercontent.com",
          "1234567890-web.apps.googleusercontent.com|1234567890-android.apps.googleusercontent.com"),
+        (.riscConfigurationURL, "https://env.example/risc", "http://127.0.0.1:8080/.well-known/risc-configuration",
+         "http://127.0.0.1:8080/.well-known/risc-configuration"),
+        (.riscConfigurationURL, "https://env.example/risc", "off", "off"),
         (.listen, "/run/env.sock", "127.0.0.1:9000", "127.0.0.1:9000"),
         (.workers, "3", "5", "5"),
         (.checkWorkers, "3", "6", "6"),
@@ -147,7 +153,7 @@ private func listenText(_ listen: Listen) -> String {
     @Test func flagNamesAreTheContractNames() {
         #expect(Setting.allCases.map(\.variable) == [
             "TOKENSIGNIN_CLIENT_IDS", "TOKENSIGNIN_JWKS_URL", "TOKENSIGNIN_JWKS_FILE", "TOKENSIGNIN_KEY_WAIT", "TOKENSIGNIN_RISC_AUDIENCES",
-            "TOKENSIGNIN_LISTEN",
+            "TOKENSIGNIN_RISC_CONFIGURATION_URL", "TOKENSIGNIN_LISTEN",
             "TOKENSIGNIN_WORKERS", "TOKENSIGNIN_CHECK_WORKERS", "TOKENSIGNIN_WORKER_SCHEDULING", "TOKENSIGNIN_SIGNIN_BATCH", "TOKENSIGNIN_REQUEST_TIMEOUT", "TOKENSIGNIN_HOSTED_DOMAINS", "TOKENSIGNIN_CLOCK_SKEW", "TOKENSIGNIN_DATABASE_URL",
             "TOKENSIGNIN_DATABASE_POOLER",
             "TOKENSIGNIN_SESSION_TTL", "TOKENSIGNIN_SESSION_IDLE_TTL", "TOKENSIGNIN_COOKIE_NAME",
@@ -239,6 +245,8 @@ private func listenText(_ listen: Listen) -> String {
         ("TOKENSIGNIN_RISC_AUDIENCES", "1234567890-web.apps.googleusercontent.com,android", "TOKENSIGNIN_RISC_AUDIENCES has 'android', which is not an OAuth client ID (<digits>-<letters and digits>.apps.googleusercontent.com)"),
         ("TOKENSIGNIN_RISC_AUDIENCES", "GOCSPX-abcdefSECRET", "TOKENSIGNIN_RISC_AUDIENCES holds a client secret (GOCSPX-...), not a client ID: remove it, and treat the secret as leaked"),
         ("TOKENSIGNIN_RISC_AUDIENCES", "1234567890-android.apps.googleusercontent.com", "TOKENSIGNIN_RISC_AUDIENCES must include every one of TOKENSIGNIN_CLIENT_IDS (security events for their users would be refused and lost); it lacks 1234567890-web.apps.googleusercontent.com"),
+        ("TOKENSIGNIN_RISC_CONFIGURATION_URL", "http://accounts.google.com/.well-known/risc-configuration", "TOKENSIGNIN_RISC_CONFIGURATION_URL must be an https:// URL (or http:// on 127.0.0.1, [::1] or localhost) or off, got 'http://accounts.google.com/.well-known/risc-configuration'"),
+        ("TOKENSIGNIN_RISC_CONFIGURATION_URL", "OFF", "TOKENSIGNIN_RISC_CONFIGURATION_URL must be an https:// URL (or http:// on 127.0.0.1, [::1] or localhost) or off, got 'OFF'"),
         ("TOKENSIGNIN_WORKERS", "x", "TOKENSIGNIN_WORKERS must be a positive integer (1...1024), got 'x'"),
         ("TOKENSIGNIN_CHECK_WORKERS", "0", "TOKENSIGNIN_CHECK_WORKERS must be a positive integer (1...1024), got '0'"),
         ("TOKENSIGNIN_KEY_WAIT", "11s", "TOKENSIGNIN_KEY_WAIT must be a duration from 0 to 10s (e.g. 1s, 250ms), got '11s'"),
@@ -406,6 +414,13 @@ private func listenText(_ listen: Listen) -> String {
         #expect(site.policy.clientIDs == [web])
         #expect(site.securityEventPolicy.clientIDs == [android, web] && site.securityEventPolicy.clockSkew == 7)
         #expect(try configuration().site.securityEventPolicy.clientIDs == [web])
+    }
+
+    /// Item 13: the RISC configuration URL is typed, so a rule can ask whether it is Google's.
+    @Test func theRiscConfigurationSourceKnowsGooglesURL() throws {
+        #expect(try configuration().riscConfiguration.isGoogle)
+        #expect(try !configuration(["TOKENSIGNIN_RISC_CONFIGURATION_URL": "https://risc.example/config"]).riscConfiguration.isGoogle)
+        #expect(try configuration(["TOKENSIGNIN_RISC_CONFIGURATION_URL": "off"]).riscConfiguration == .off)
     }
 }
 

@@ -3,6 +3,7 @@
 import Foundation
 import Signing
 import Testing
+import TestSupport
 
 /// A SET signed by `key` (the stack's development key, which the responder trusts through its key set file).
 struct SecurityEventToken {
@@ -335,5 +336,54 @@ struct SecurityEventToken {
         let line = try #require(stack.serverLog.split(separator: "\n").last { $0.contains("jti=jti-logged") })
         #expect(line.contains("route=risc") && line.contains("status=202") && line.contains("events=account-credential-change-required:flagged"))
         #expect(!stack.serverLog.contains(String(token.split(separator: ".")[2])))
+    }
+}
+
+/// Item 13 through nginx: Google's RISC configuration, served by a local stand-in, names another jwks_uri than the
+/// receiver uses. The responder logs the mismatch as an error, shows it on /readyz (still 200: sign-ins stay in the
+/// load balancer) and in /metrics, and verifies security events with the discovered key set from then on.
+@Suite struct RiscConfigurationEndToEndTests {
+    @Test func aDriftedRiscConfigurationIsReportedAndItsKeysVerifySecurityEvents() throws {
+        let google = try RecordingServer()
+        let discoveredKey = try DevelopmentKey.generate(.rsa2048)
+        try google.answer("/discovered-certs", status: 200, body: discoveredKey.jwks)
+        try google.answer("/.well-known/risc-configuration", status: 200,
+                          body: #"{"issuer":"https://accounts.google.com/","jwks_uri":"\#(google.url("/discovered-certs"))"}"#)
+        let stack = try Stack("riscdiscovery", environment: ["TOKENSIGNIN_RISC_CONFIGURATION_URL": google.url("/.well-known/risc-configuration")])
+
+        // Read in the background at start: wait for its outcome on /readyz, never for a time.
+        let deadline = Date().addingTimeInterval(20)
+        var ready = try stack.request("GET", "/readyz")
+        while (ready.json["warnings"] as? [String]) == nil && Date() < deadline {
+            usleep(50_000)
+            ready = try stack.request("GET", "/readyz")
+        }
+        #expect(ready.status == 200 && ready.json["status"] as? String == "ready", "\(ready)")
+        #expect(ready.json["warnings"] as? [String] == ["risc_configuration_mismatch"], "\(ready)")
+        let metrics = try stack.request("GET", "/metrics").body
+        for line in ["tokensignin_risc_configuration_mismatch 1", "tokensignin_risc_configuration_separate_keys 1",
+                     "tokensignin_risc_configuration_checks_total 1", "tokensignin_risc_configuration_check_failures_total 0"] {
+            #expect(metrics.contains(line + "\n"), "\(line)")
+        }
+        let logged = try #require(stack.serverLog.split(separator: "\n").first { $0.contains("event=risc_configuration_mismatch") })
+        #expect(logged.contains("level=error event=risc_configuration_mismatch issuer=https://accounts.google.com/ issuer_accepted=true"))
+        #expect(logged.contains("jwks_uri=\(google.url("/discovered-certs")) expected_jwks_uri=https://www.googleapis.com/oauth2/v3/certs"))
+        #expect(logged.contains("risc_keys=\(google.url("/discovered-certs"))"))
+
+        // A SET signed with the discovered key set's key is verified and applied; one signed with the ID tokens' key
+        // no longer is (that key is not in the discovered set); sign-ins keep the ID tokens' keys.
+        let sub = "300000000000000002001"
+        let signIn = try stack.signIn(try stack.token(sub: sub, iat: Int(Date().timeIntervalSince1970) - 60))
+        #expect(signIn.status == 200, "\(signIn)")
+        let session = try #require((signIn.json["session"] as? [String: Any])?["token"] as? String)
+        var event = SecurityEventToken(events: SecurityEventToken.event("sessions-revoked", sub: sub), audience: stack.clientID)
+        event.iat -= 30
+        let byOldKey = try stack.request("POST", "/risc", headers: ["Content-Type": "application/secevent+jwt"], body: try event.signed(by: stack))
+        #expect(byOldKey.status == 400 && byOldKey.json["err"] as? String == "invalid_key", "\(byOldKey)")
+        let byDiscoveredKey = try stack.request("POST", "/risc", headers: ["Content-Type": "application/secevent+jwt"],
+                                                body: try event.signed(with: discoveredKey, kid: discoveredKey.kid))
+        #expect(byDiscoveredKey.status == 202, "\(byDiscoveredKey)")
+        #expect(try stack.request("GET", "/auth/session", headers: ["Authorization": "Bearer \(session)"]).status == 401)
+        #expect(google.count("/discovered-certs") >= 1)
     }
 }

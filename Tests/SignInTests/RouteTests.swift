@@ -2,6 +2,7 @@
 // the in-memory store and a fixed verifier (the end-to-end suites prove the nginx -> FastCGI -> PostgreSQL path).
 @testable import Commands
 @testable import FastCGI
+import GoogleKeys
 import Foundation
 @testable import IDToken
 import Logging
@@ -603,6 +604,31 @@ extension Response {
         #expect(answer.json["status"] as? String == (reasons.isEmpty ? "ready" : "unavailable"))
         #expect((answer.json["reasons"] as? [String] ?? []) == reasons)
         #expect(answer.header("Cache-Control") == "no-store")
+    }
+
+    /// Item 13: a drifted RISC configuration is a warning on /readyz, never a 503 (it must not take sign-ins out of
+    /// the load balancer), and gauges and counters on /metrics.
+    @Test(arguments: [true, false])
+    func aDriftedRiscConfigurationIsAWarningOnReadyzAndAGaugeOnMetrics(databaseUp: Bool) throws {
+        let h = try RouteHarness()
+        if !databaseUp { h.store.nextError = StoreError(.connectionFailed, "down") }
+        var risc = RiscConfigurationMonitor.Status()
+        (risc.checks, risc.failures, risc.jwksMismatch, risc.securityEventKeysURL) = (3, 1, true, "https://keys.example/certs")
+        h.verifier.keyReadiness.riscConfiguration = risc
+        let answer = h.request("GET", "/readyz")
+        #expect(answer.status == (databaseUp ? 200 : 503))
+        #expect(answer.json["warnings"] as? [String] == ["risc_configuration_mismatch"])
+        let text = h.request("GET", "/metrics").text
+        for line in ["tokensignin_risc_configuration_mismatch 1", "tokensignin_risc_configuration_separate_keys 1",
+                     "tokensignin_risc_configuration_checks_total 3", "tokensignin_risc_configuration_check_failures_total 1",
+                     "# TYPE tokensignin_risc_configuration_checks_total counter"] {
+            #expect(text.contains(line + "\n"), "\(line)")
+        }
+        h.verifier.keyReadiness.riscConfiguration = RiscConfigurationMonitor.Status()
+        #expect(h.request("GET", "/readyz").json["warnings"] == nil)
+        #expect(h.request("GET", "/metrics").text.contains("tokensignin_risc_configuration_mismatch 0\n"))
+        h.verifier.keyReadiness.riscConfiguration = nil
+        #expect(!h.request("GET", "/metrics").text.contains("tokensignin_risc_configuration"))
     }
 
     @Test func metricsCountRequestsRefusalsAndTimesAndReadTheGauges() throws {
