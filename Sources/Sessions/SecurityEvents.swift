@@ -31,6 +31,8 @@ package enum SecurityAction: String, Sendable, CaseIterable {
             }
         case SecurityEvent.accountEnabled: return .unblock
         case SecurityEvent.accountCredentialChangeRequired: return .flag
+        // One OAuth refresh token revoked: we store none (sign-in keeps no Google tokens), so there is nothing to end.
+        case SecurityEvent.tokenRevoked: return .record
         default: return .record
         }
     }

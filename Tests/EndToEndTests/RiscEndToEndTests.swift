@@ -224,7 +224,7 @@ struct SecurityEventToken {
         #expect(try events(sub).isEmpty)
     }
 
-    // MARK: no genuine security event lost (items 7 to 10, 12)
+    // MARK: no genuine security event lost (items 7 to 10, 12, 14)
 
     /// Item 7: a SET carries no expiry that matters (RFC 8417; Google says not to check it): `exp` in the past is 202.
     @Test func aSETWithAnExpiryInThePastIsApplied() throws {
@@ -319,6 +319,20 @@ struct SecurityEventToken {
         #expect(try events(sub).map { $0[1] } == ["sessions_revoked"])
         let signIn = try stack.signIn(try stack.token(sub: sub, aud: Self.androidClient))
         #expect(signIn.status == 401 && signIn.errorCode == "invalid_token", "\(signIn)")
+    }
+
+    /// Item 14: `configure` subscribes to token-revoked; such an event (one OAuth refresh token, which tokensignin
+    /// never stores) is recorded and changes nothing.
+    @Test func aRevokedRefreshTokenIsRecordedOnly() throws {
+        let sub = "300000000000000001501"
+        let session = try signedIn(sub)
+        let token = set(["https://schemas.openid.net/secevent/oauth/event-type/token-revoked": ["subject": [
+            "subject_type": "oauth_token", "token_type": "refresh_token", "token_identifier_alg": "hash_base64_sha512_sha512",
+            "token": "c29tZS1oYXNo",
+        ]]], jti: "jti-token-revoked-\(UUID().uuidString)")
+        #expect(try post(try token.signed(by: stack)).status == 202)
+        #expect(try stack.psql("SELECT outcome, subject_sub IS NULL FROM signin.security_events WHERE jti = '\(token.jti)'") == [["recorded", "t"]])
+        #expect(try check(session) == 200)
     }
 
     @Test func onlyPOSTAndABodyOverTheCapIsAnRFC8935Error() throws {
