@@ -29,8 +29,9 @@ ALTER TABLE signin.security_events
         CHECK (outcome <> 'unparsed' OR (subject_sub IS NULL AND user_id IS NULL AND applied_at IS NULL AND sessions_revoked = 0));
 
 COMMENT ON COLUMN signin.security_events.claims IS
-    'For an unparsed event only: the SET''s payload as received (JSON text, at most a token''s size), for a person '
-    'to read (claims::jsonb works unless it holds \u0000). NULL for an event that was read.';
+    'For an unparsed event only: the SET''s payload as received (JSON text, at most a token''s size; a raw NUL, '
+    'which text cannot hold, written as \u0000), for a person to read (claims::jsonb works unless it holds '
+    '\u0000). NULL for an event that was read.';
 COMMENT ON COLUMN signin.security_events.unparsed_reason IS
     'For an unparsed event only: why the receiver could not read it (the refusal code and its detail, e.g. '
     '"bad_events: event member reason is not a string"). NULL for an event that was read.';

@@ -86,7 +86,7 @@ package struct UnparsedSecurityEventRecord: Sendable, Equatable {
     package let type: String
     /// The SET's iat when it is a number (Unix seconds).
     package let issuedAt: Int64?
-    /// The payload as received (JSON text).
+    /// The payload as received (JSON text), a raw NUL (which a text column cannot hold) written as its JSON escape.
     package let claims: String
     /// Why it was not read: the refusal code and its detail, at most 256 characters.
     package let reason: String
@@ -96,7 +96,7 @@ package struct UnparsedSecurityEventRecord: Sendable, Equatable {
         self.issuer = issuer
         self.type = type
         self.issuedAt = issuedAt
-        self.claims = claims
+        self.claims = claims.contains("\u{0}") ? claims.replacing("\u{0}", with: "\\u0000") : claims
         self.reason = String(reason.unicodeScalars.prefix(256))
     }
 

@@ -223,6 +223,14 @@ func refusedSecurityEvent(_ c: RefusedSETCase) {
     #expect(S.code(S.verify(token)) == c.expected)
 }
 
+/// JSONDecoder takes raw control characters inside strings: an unparsed payload keeps them as received (the store
+/// writes a NUL, which its text column cannot hold, as `\u0000`).
+@Test func anUnparsedPayloadKeepsRawControlCharacters() throws {
+    let payload = String(setPayload(revoked, removing: ["jti"]).dropLast()) + ",\"note\":\"a\u{0}b\u{1}c\"}"
+    let set = try #require(try S.verify(S.token(payload: payload)).get().unparsed)
+    #expect(set.claimsJSON == payload && set.reason.code == .missingClaim)
+}
+
 @Test func theLongestJTIAndStateAreVerified() throws {
     #expect(try S.verified(S.token(payload: setPayload(revoked, ["jti": long(256)]))).jti.count == 256)
     #expect(try S.verified(S.token(payload: setPayload([SecurityEvent.verification: ["state": long(1024)]]))).events.first?.state?.count == 1024)

@@ -516,6 +516,11 @@ private final class Resources {
         #expect(try !s.userState("sub-v").blocked)
         #expect(try s.eventRows() == [["u-1", SecurityEvent.accountDisabled, "unparsed", nil, "0", "f"]])
         #expect(try s.unparsedRows() == [["u-1", claims, "bad_events: event member reason is not a string", issuedAt.map { String($0) }]])
+        // A raw NUL (JSON parsers let it through inside strings) is kept as its escape: text cannot hold it.
+        let raw = UnparsedSecurityEventRecord(jti: "u-2", issuer: "https://accounts.google.com/", type: "unparsed", issuedAt: nil,
+                                              claims: "{\"note\":\"a\u{0}b\u{1}\"}", reason: "missing_claim: jti")
+        #expect(try s.store.recordUnparsedSecurityEvent(raw).outcome == "unparsed")
+        #expect(try s.unparsedRows().last?[1] == "{\"note\":\"a\\u0000b\u{1}\"}")
         // An event that was read keeps no claims.
         _ = try s.store.applySecurityEvents([Self.event(SecurityEvent.verification, sub: nil, jti: "v-1", state: "s")])
         #expect(try s.unparsedRows().last == ["v-1", nil, nil, "1800000500"])
