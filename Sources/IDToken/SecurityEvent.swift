@@ -74,7 +74,7 @@ public struct UnparsedSecurityEvent: Sendable, Hashable {
     /// The type URI of the payload's one event when `events` is an object with one usable member name; otherwise
     /// `SecurityEventVerifier.unparsedType`.
     public var type: String
-    /// `iat` when it is a number; nil otherwise.
+    /// `iat` when it is a number from 1970 through 9999; nil otherwise.
     public var issuedAt: Int64?
     public var keyID: String
     /// The payload as received: UTF-8 JSON, one object, at most a token's size (16 KiB).
@@ -112,6 +112,9 @@ public struct SecurityEventVerifier: Sendable {
     public static let maxEvents = 16
     /// The event type an unparsed token is recorded under when its one event type cannot be read.
     public static let unparsedType = "unparsed"
+    /// The `iat` values a timestamp column holds and a reader believes: 1970 through 9999. Since an `iat` ahead of
+    /// our clock is no longer refused, one far outside this would otherwise reach the database and fail there.
+    package static let issuedAtRange: ClosedRange<Int64> = 0...253_402_300_799
     /// The longest accepted strings, in Unicode scalars (a subject's `sub` as `google_sub`: 255).
     package static let limits = (jti: 256, type: 256, reason: 256, state: 1024, issuer: 256, sub: 255)
     /// Members of any object when looking for the addressing: far more than the full check's 64, so that a payload
@@ -167,6 +170,7 @@ public struct SecurityEventVerifier: Sendable {
         }
         guard let events = claims.events else { return .failure(IDTokenError(.notASecurityEvent, "no events claim")) }
         guard let iat = claims.iat else { return .failure(IDTokenError(.missingClaim, "iat")) }
+        guard Self.issuedAtRange.contains(iat) else { return .failure(IDTokenError(.badClaimValue, "iat outside 1970...9999")) }
         guard let jti = claims.jti else { return .failure(IDTokenError(.missingClaim, "jti")) }
         if jti.isEmpty { return .failure(IDTokenError(.badClaimValue, "empty jti")) }
         if let code = ClaimText.problem(jti, maxScalars: Self.limits.jti) { return .failure(IDTokenError(code, "jti")) }

@@ -12,7 +12,7 @@ struct SecurityEventEnvelope: Decodable {
     var aud: [String]?
     /// Whether the payload has an `events` member of any type (an ID token has none).
     var hasEvents = false
-    /// `iat` when it is a number.
+    /// `iat` when it is a number from 1970 through 9999.
     var iat: Int64?
     /// `jti` when it is a string of 1 to 256 characters without a control character.
     var usableJTI: String?
@@ -27,7 +27,7 @@ struct SecurityEventEnvelope: Decodable {
         iss = try c.claimString(.iss)
         aud = try c.claimAudience(.aud)
         hasEvents = c.contains(.events)
-        iat = (try? c.claimTime(.iat)) ?? nil
+        iat = ((try? c.claimTime(.iat)) ?? nil).flatMap { SecurityEventVerifier.issuedAtRange.contains($0) ? $0 : nil }
         let limits = SecurityEventVerifier.limits
         if let jti = (try? c.decodeIfPresent(String.self, forKey: .jti)) ?? nil, !jti.isEmpty,
            ClaimText.problem(jti, maxScalars: limits.jti) == nil {
