@@ -12,7 +12,7 @@
 SET LOCAL lock_timeout = '10s';
 
 ALTER TABLE signin.security_events
-    ADD COLUMN claims          text CHECK (length(claims) <= 65536),
+    ADD COLUMN claims          text CHECK (length(claims) <= 131072),
     ADD COLUMN unparsed_reason text CHECK (length(unparsed_reason) <= 256),
     ALTER COLUMN issued_at DROP NOT NULL,
     DROP CONSTRAINT security_events_outcome_check,

@@ -39,6 +39,7 @@ import Testing
         ("'unparsed', NULL, '{}', 'r', '1', NULL", "security_events_unparsed_changes_nothing"),
         ("'unparsed', NULL, '{}', 'r', NULL, now()", "security_events_applied_with_user"),
         ("'ignored', now(), NULL, NULL, NULL, NULL", "security_events_outcome_check"),
+        ("'unparsed', NULL, repeat('x', 131073), 'r', NULL, NULL", "security_events_claims_check"),
     ])
     func theSecurityEventChecksKeepUnparsedRowsApart(values: String, constraint: String) throws {
         let db = try TestDatabase.migrated("schema_unparsed")
