@@ -105,12 +105,13 @@ public final class RiscConfigurationMonitor: Sendable {
                 state.status.lastError = nil
                 state.status.issuerMismatch = !issuerMatches
                 state.status.jwksMismatch = !jwksMatches
-                defer { state.status.securityEventKeysURL = keysURL }
+                let previous = state.status.securityEventKeysURL
+                state.status.securityEventKeysURL = keysURL
                 guard let keysURL else {
                     state.eventKeys = nil
                     return nil
                 }
-                guard state.status.securityEventKeysURL != keysURL else { return nil }  // the cache it already has
+                guard previous != keysURL else { return nil }  // the cache it already has
                 let keys = KeyCache(source: .url(keysURL), settings: keySettings)
                 state.eventKeys = keys
                 return keys
