@@ -59,7 +59,7 @@ public enum Commands {
                                   [--clock-skew SECONDS] [--hosted-domain DOMAIN]... TOKEN|-
                tokensignin risc configure --service-account FILE --receiver-url URL [--api URL]
                tokensignin risc verify --service-account FILE --state STRING [--api URL]
-               tokensignin risc status --service-account FILE [--api URL]
+               tokensignin risc status|enable|disable|show --service-account FILE [--api URL]
                tokensignin dev keygen --out DIR [--kind rsa|p256] [--force]
                tokensignin dev token --key PEM --kid KID --aud CLIENT_ID [--azp CLIENT_ID] --sub SUB [--email E [--email-verified false]] [--name N] [--hd D]
                                      [--iat UNIX] [--ttl SECONDS] [--count N]

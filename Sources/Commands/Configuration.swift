@@ -20,6 +20,11 @@ public struct Configuration: Sendable, Equatable {
     public var jwksURL = KeySource.googleURL
     /// A local key set file used instead of `jwksURL` when set.
     public var jwksFile: String?
+    /// OAuth client IDs whose security event tokens `POST /risc` accepts as their audience: every one of `clientIDs`,
+    /// and clients of the same Google Cloud project that do not sign in here. Default: `clientIDs`.
+    public var riscAudiences: [String] = []
+    /// Where Google's RISC configuration is read (its issuer and jwks_uri, compared with what the receiver uses).
+    public var riscConfiguration: RiscConfigurationSource = .google
     /// The longest a sign-in waits for Google's keys when none are loaded yet (0...10 s); never waited on while
     /// usable keys exist.
     public var keyWait: Duration = .zero
@@ -117,6 +122,12 @@ public struct Configuration: Sendable, Equatable {
 
         // The defaults that depend on something else, and the rules that tie settings together.
         if unset.contains(.clientIDs), requireClientIDs { throw CommandError(.invalidConfiguration, "\(Setting.clientIDs.variable) is required") }
+        if unset.contains(.riscAudiences) {
+            riscAudiences = clientIDs
+        } else if let missing = clientIDs.first(where: { !riscAudiences.contains($0) }) {
+            // A SET for a user who signs in here is addressed to that client: refusing it would lose it for good.
+            throw CommandError(.invalidConfiguration, "\(Setting.riscAudiences.variable) must include every one of \(Setting.clientIDs.variable) (security events for their users would be refused and lost); it lacks \(missing)")
+        }
         if unset.contains(.workers) { workers = Self.defaultWorkers(processorCount: processorCount) }
         if unset.contains(.checkWorkers) { checkWorkers = Self.defaultWorkers(processorCount: processorCount) }
         if unset.contains(.sessionIdleTTL) {
@@ -146,10 +157,16 @@ public struct Configuration: Sendable, Equatable {
     /// Refuses a key source that is not Google's unless `TOKENSIGNIN_ALLOW_NON_GOOGLE_KEYS` says so: whoever holds
     /// the private key of a trusted key set can sign anyone in. `serve` and `verify` (its keys from the settings)
     /// call it before they trust any key.
+    /// A RISC configuration other than Google's counts too: `/risc` trusts the key set its `jwks_uri` names.
     package func requireTrustedKeys() throws(CommandError) {
-        guard keySource != .google, !allowNonGoogleKeys else { return }
-        let which = jwksFile.map { "\(Setting.jwksFile.variable) (\($0))" } ?? "\(Setting.jwksURL.variable) \(jwksURL)"
-        throw CommandError(.invalidConfiguration, "\(which) is not Google's key set: tokens signed by its keys would sign anyone in. Unset it to use Google's keys, or set \(Setting.allowNonGoogleKeys.variable)=1 for development and tests")
+        guard !allowNonGoogleKeys else { return }
+        if keySource != .google {
+            let which = jwksFile.map { "\(Setting.jwksFile.variable) (\($0))" } ?? "\(Setting.jwksURL.variable) \(jwksURL)"
+            throw CommandError(.invalidConfiguration, "\(which) is not Google's key set: tokens signed by its keys would sign anyone in. Unset it to use Google's keys, or set \(Setting.allowNonGoogleKeys.variable)=1 for development and tests")
+        }
+        if case .url(let url) = riscConfiguration, !riscConfiguration.isGoogle {
+            throw CommandError(.invalidConfiguration, "\(Setting.riscConfigurationURL.variable) \(url) is not Google's: the security events signed by the keys it names would be trusted. Unset it, or set \(Setting.allowNonGoogleKeys.variable)=1 for development and tests")
+        }
     }
 
     /// Every variable and flag, one per line, for `tokensignin serve --help`.
@@ -177,7 +194,7 @@ public struct Configuration: Sendable, Equatable {
     /// What the HTTP application reads of these settings.
     package var site: Site {
         Site(policy: policy, cookieName: cookieName, sessionTTL: sessionTTL.components.seconds, signInRedirect: signInRedirect,
-             originCheck: OriginCheck(siteOrigins: siteOrigins, webFormOrigins: webFormOrigins))
+             originCheck: OriginCheck(siteOrigins: siteOrigins, webFormOrigins: webFormOrigins), riscAudiences: riscAudiences)
     }
 
     /// The database passwords of an environment: `TOKENSIGNIN_DATABASE_URL`'s (as written and percent-decoded), then

@@ -1,4 +1,5 @@
-// `tokensignin risc configure|verify|status`: register the Cross-Account Protection receiver with Google.
+// `tokensignin risc configure|verify|status|enable|disable|show`: register the Cross-Account Protection receiver with
+// Google, and switch and look at its stream.
 import GoogleKeys
 import IDToken
 import SignIn
@@ -15,20 +16,23 @@ struct RiscCommands {
     static let usage = """
         usage: tokensignin risc configure --service-account FILE --receiver-url URL [--api URL]
                tokensignin risc verify --service-account FILE --state STRING [--api URL]
-               tokensignin risc status --service-account FILE [--api URL]
+               tokensignin risc status|enable|disable|show --service-account FILE [--api URL]
         """
 
-    /// The event types `configure` asks for: every one `POST /risc` acts on (docs/risc.md).
+    /// The event types `configure` asks for: every one `POST /risc` acts on or records (docs/risc.md). `token-revoked`
+    /// (one OAuth refresh token) is recorded only: tokensignin stores no refresh tokens.
     static let eventsRequested = [
-        SecurityEvent.sessionsRevoked, SecurityEvent.tokensRevoked, SecurityEvent.accountDisabled,
+        SecurityEvent.sessionsRevoked, SecurityEvent.tokensRevoked, SecurityEvent.tokenRevoked, SecurityEvent.accountDisabled,
         SecurityEvent.accountEnabled, SecurityEvent.accountCredentialChangeRequired, SecurityEvent.verification,
     ]
+    /// The verbs, each one call to Google's RISC API.
+    static let verbs = ["configure", "verify", "status", "enable", "disable", "show"]
     static let pushDelivery = "https://schemas.openid.net/secevent/risc/delivery-method/push"
 
     func run(_ arguments: [String]) -> Int32 {
         do throws(CommandError) {
-            guard let verb = arguments.first, ["configure", "verify", "status"].contains(verb) else {
-                throw CommandError(.usage, "risc needs configure, verify or status")
+            guard let verb = arguments.first, Self.verbs.contains(verb) else {
+                throw CommandError(.usage, "risc needs configure, verify, status, enable, disable or show")
             }
             let options = try Arguments(arguments.dropFirst(), options: ["--service-account": .value, "--receiver-url": .value,
                                                                          "--state": .value, "--api": .value])
@@ -55,9 +59,14 @@ struct RiscCommands {
                 request = .verify(state)
             default:
                 guard options.value("--receiver-url") == nil, options.value("--state") == nil else {
-                    throw CommandError(.usage, "risc status takes only --service-account and --api")
+                    throw CommandError(.usage, "risc \(verb) takes only --service-account and --api")
                 }
-                request = .status
+                switch verb {
+                case "enable": request = .enable
+                case "disable": request = .disable
+                case "show": request = .show
+                default: request = .status
+                }
             }
             let account = try serviceAccount(keyFile)
             return call(request, client, account)
@@ -71,6 +80,9 @@ struct RiscCommands {
         case configure(String)
         case verify(String)
         case status
+        case enable
+        case disable
+        case show
     }
 
     /// Reads the key file; one readable by group or others still works, with a warning.
@@ -107,6 +119,14 @@ struct RiscCommands {
             case .status:
                 name = "status"
                 answer = try client.streamStatus(bearer: bearer)
+            case .enable, .disable:
+                let enable = if case .enable = request { true } else { false }
+                name = enable ? "enable" : "disable"
+                answer = try client.updateStreamStatus(JSONValue.object([("status", .string(enable ? "enabled" : "disabled"))]).encoded(),
+                                                       bearer: bearer)
+            case .show:
+                name = "show"
+                answer = try client.stream(bearer: bearer)
             }
         } catch {
             io.err("tokensignin risc: Google's RISC API could not be reached: \(error.description)")
@@ -122,8 +142,12 @@ struct RiscCommands {
             io.out("risc configure: Google delivers \(Self.eventsRequested.count) event types to \(url) (as \(account.clientEmail))")
         case .verify:
             io.out("risc verify: Google will push a verification event with this state to the receiver")
-        case .status:
+        case .status, .show:
             io.out(OperatorCommands.printable(String(decoding: answer.body, as: UTF8.self)))
+        case .enable:
+            io.out("risc enable: Google sends security events to the stream's receiver")
+        case .disable:
+            io.out("risc disable: Google sends the receiver no security events until risc enable")
         }
         return ExitCode.ok
     }

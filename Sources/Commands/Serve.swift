@@ -28,6 +28,8 @@ public enum Serve {
         }
 
         let keys: KeyCache
+        var settings = KeyCache.Settings()
+        settings.maxWait = configuration.keyWait
         if let file = configuration.jwksFile {
             keys = KeyCache(source: .file(file))
             do {
@@ -36,11 +38,18 @@ public enum Serve {
                 throw CommandError(.invalidConfiguration, "TOKENSIGNIN_JWKS_FILE: cannot load a key set from \(file): \(error.code.name) \(error.detail)")
             }
         } else {
-            var settings = KeyCache.Settings()
-            settings.maxWait = configuration.keyWait
             keys = KeyCache(source: .url(configuration.jwksURL), settings: settings)
             keys.start()
         }
+        // Google's RISC configuration, read in the background (start-up never waits on it), then daily.
+        let risc: RiscConfigurationMonitor? = switch configuration.riscConfiguration {
+        case .off: nil
+        case .url(let url):
+            RiscConfigurationMonitor(url: url, expectedJWKS: configuration.jwksURL, tokenKeys: keys, keySettings: settings) { outcome, status in
+                reportRiscConfiguration(outcome, status, expectedJWKS: configuration.jwksURL, log: log)
+            }
+        }
+        risc?.start()
 
         // A database that is down at start-up is not fatal: requests get 503 until it is back.
         do {
@@ -63,9 +72,12 @@ public enum Serve {
                              "worker_scheduling": configuration.workerScheduling.rawValue,
                              "session_cache": cache == nil ? "off" : "on",
                              "client_ids": configuration.clientIDs.joined(separator: ","),
+                             "risc_audiences": configuration.riscAudiences.joined(separator: ","),
+                             "risc_configuration": configuration.riscConfiguration.description,
                              "keys": configuration.jwksFile ?? configuration.jwksURL])
         do {
-            let service = Service(site: configuration.site, tokens: keys, keySource: configuration.keySource, log: log, clock: clock,
+            let service = Service(site: configuration.site, tokens: GoogleKeySets(idTokens: keys, risc: risc),
+                                  keySource: configuration.keySource, log: log, clock: clock,
                                   metrics: metrics, samples: { [server] in samples(of: server) }, sessionCache: cache)
             try server.run(place: Routes.placement(of:), overloaded: { _ in overloadedResponse },
                            report: { event in reportFastCGI(event, log: log) },
@@ -126,6 +138,24 @@ public enum Serve {
             samples.append(Metrics.Sample(name: "tokensignin_fastcgi_\(name)_total", help: help, type: "counter", value: Double(value)))
         }
         return samples
+    }
+
+    /// One line per read of Google's RISC configuration: an error when it names another issuer or jwks_uri than the
+    /// receiver uses (and which keys `/risc` then verifies with), a warning when it could not be read.
+    static func reportRiscConfiguration(_ outcome: RiscConfigurationMonitor.Outcome, _ status: RiscConfigurationMonitor.Status,
+                                        expectedJWKS: String, log: Log) {
+        switch outcome {
+        case .matches:
+            log.info("risc_configuration_checked", ["issuer": status.discovered?.issuer, "jwks_uri": status.discovered?.jwksURI])
+        case .mismatch:
+            log.error("risc_configuration_mismatch", [
+                "issuer": status.discovered?.issuer, "issuer_accepted": String(!status.issuerMismatch),
+                "jwks_uri": status.discovered?.jwksURI, "expected_jwks_uri": expectedJWKS,
+                "risc_keys": status.securityEventKeysURL ?? "id_token_keys",
+            ])
+        case .failed(let failure):
+            log.warning("risc_configuration_unavailable", ["detail": failure.description, "failures": String(status.failures)])
+        }
     }
 
     /// One log line per connection the FastCGI layer closed, overload answer or replaced response (no request data).

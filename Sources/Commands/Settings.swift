@@ -14,6 +14,8 @@ public enum Setting: String, CaseIterable, Sendable {
     case jwksURL = "JWKS_URL"
     case jwksFile = "JWKS_FILE"
     case keyWait = "KEY_WAIT"
+    case riscAudiences = "RISC_AUDIENCES"
+    case riscConfigurationURL = "RISC_CONFIGURATION_URL"
     case listen = "LISTEN"
     case workers = "WORKERS"
     case checkWorkers = "CHECK_WORKERS"
@@ -57,17 +59,7 @@ public enum Setting: String, CaseIterable, Sendable {
         switch self {
         case .clientIDs:
             Entry(defaultText: nil, help: "required; comma-separated OAuth client IDs accepted as audience") { text, c throws(CommandError) in
-                c.clientIDs = try list(text)
-                for id in c.clientIDs {
-                    // A client secret pasted here must not be printed back (into a terminal, a journal, a ticket).
-                    if id.hasPrefix("GOCSPX-") {
-                        throw invalid("\(variable) holds a client secret (GOCSPX-...), not a client ID: remove it, and treat the secret as leaked")
-                    }
-                    guard SettingText.isClientID(id) else {
-                        let shown = id.utf8.count <= 120 && id.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) ? "'\(id)'" : "a value of \(id.utf8.count) bytes"
-                        throw invalid("\(variable) has \(shown), which is not an OAuth client ID (<digits>-<letters and digits>.apps.googleusercontent.com)")
-                    }
-                }
+                c.clientIDs = try clientIDs(text)
             }
         case .jwksURL:
             Entry(defaultText: KeySource.googleURL, help: "Google's key set URL") { text, c throws(CommandError) in
@@ -78,6 +70,22 @@ public enum Setting: String, CaseIterable, Sendable {
             }
         case .jwksFile:
             Entry(defaultText: nil, help: "a local JWKS file used instead of the URL (default: unset)") { text, c in c.jwksFile = text }
+        case .riscAudiences:
+            // Its default, the client IDs, and the rule that it holds them all: `Configuration.init`.
+            Entry(defaultText: nil, help: "comma-separated OAuth client IDs whose security events POST /risc accepts: every client ID, and clients of the project that do not sign in here (default: CLIENT_IDS)") { text, c throws(CommandError) in
+                c.riscAudiences = try clientIDs(text)
+            }
+        case .riscConfigurationURL:
+            Entry(defaultText: RiscConfigurationSource.googleURL, help: "Google's RISC configuration, read at start and daily for its issuer and jwks_uri; off: not read") { text, c throws(CommandError) in
+                if text == "off" {
+                    c.riscConfiguration = .off
+                    return
+                }
+                guard KeySource.urlProblem(text) == nil else {
+                    throw invalid("\(variable) must be an https:// URL (or http:// on 127.0.0.1, [::1] or localhost) or off, got '\(text)'")
+                }
+                c.riscConfiguration = .url(text)
+            }
         case .keyWait:
             Entry(defaultText: "1s", help: "longest a sign-in waits for keys not yet loaded, 0...10s") { text, c throws(CommandError) in
                 guard let milliseconds = SettingText.milliseconds(text), milliseconds <= 10_000 else {
@@ -259,6 +267,22 @@ public enum Setting: String, CaseIterable, Sendable {
             throw invalid("\(variable) must be a positive duration like 90, 90s, 15m, 12h or 30d (at most 3650d), got '\(text)'")
         }
         return .seconds(seconds)
+    }
+
+    /// A comma-separated list of OAuth client IDs.
+    private func clientIDs(_ text: String) throws(CommandError) -> [String] {
+        let ids = try list(text)
+        for id in ids {
+            // A client secret pasted here must not be printed back (into a terminal, a journal, a ticket).
+            if id.hasPrefix("GOCSPX-") {
+                throw invalid("\(variable) holds a client secret (GOCSPX-...), not a client ID: remove it, and treat the secret as leaked")
+            }
+            guard SettingText.isClientID(id) else {
+                let shown = id.utf8.count <= 120 && id.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) ? "'\(id)'" : "a value of \(id.utf8.count) bytes"
+                throw invalid("\(variable) has \(shown), which is not an OAuth client ID (<digits>-<letters and digits>.apps.googleusercontent.com)")
+            }
+        }
+        return ids
     }
 
     private func list(_ text: String) throws(CommandError) -> [String] {

@@ -105,7 +105,7 @@ public final class KeyCache: Sendable {
     }
 
     /// Verifies a security event token (Cross-Account Protection) with the same keys and the same unknown-kid rule.
-    public func verify(_ token: String, with verifier: SecurityEventVerifier, now: Int64) -> Result<VerifiedSecurityEvent, IDTokenError> {
+    public func verify(_ token: String, with verifier: SecurityEventVerifier, now: Int64) -> Result<AcceptedSecurityEvent, IDTokenError> {
         verify { keys in verifier.verify(token, keys: keys, now: now) }
     }
 

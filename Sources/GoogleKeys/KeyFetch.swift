@@ -19,6 +19,8 @@ public enum KeyFetchFailure: Error, Equatable, CustomStringConvertible {
     case file(String)
     /// The document is not a usable JWKS (or has no keys).
     case invalidKeySet(String)
+    /// Another document (Google's RISC configuration) is not as expected.
+    case invalidDocument(String)
     /// No thread could be started to run the fetch on.
     case noThread
 
@@ -30,6 +32,7 @@ public enum KeyFetchFailure: Error, Equatable, CustomStringConvertible {
         case .bodyTooLarge(let limit): "body over \(limit) bytes"
         case .file(let why): "file: \(why)"
         case .invalidKeySet(let why): "invalid key set: \(why)"
+        case .invalidDocument(let why): "invalid document: \(why)"
         case .noThread: "no thread could be started for the fetch"
         }
     }
@@ -115,8 +118,8 @@ package enum KeyFetch {
     }
 
     /// GETs `url` with `limits`; follows no redirects.
-    package static func get(_ url: String, limits: FetchLimits) throws(KeyFetchFailure) -> HTTPResponse {
-        try send(url, limits: limits)
+    package static func get(_ url: String, limits: FetchLimits, userAgent: String = "tokensignin-keycache") throws(KeyFetchFailure) -> HTTPResponse {
+        try send(url, limits: limits, userAgent: userAgent)
     }
 
     /// One bounded, redirect-free HTTP exchange: GET, or POST when `body` is given, with extra `headers`

@@ -1,7 +1,8 @@
-// Google's RISC stream management API (Cross-Account Protection), for `tokensignin risc configure|verify|status`.
+// Google's RISC stream management API (Cross-Account Protection), for `tokensignin risc configure|verify|status|
+// enable|disable|show`.
 import FoundationEssentials
 
-/// The three calls that register and check the stream of security events Google pushes to `POST /risc`. Each
+/// The calls that register, check, switch on and off, and show the stream of security events Google pushes to `POST /risc`. Each
 /// is authorised by a self-signed service-account JWT the caller makes (`ServiceAccount.assertion`).
 public struct RiscClient: Sendable {
     public static let defaultAPI = "https://risc.googleapis.com"
@@ -45,6 +46,17 @@ public struct RiscClient: Sendable {
     /// `GET {api}/v1beta/stream/status`.
     public func streamStatus(bearer: String) throws(KeyFetchFailure) -> Answer {
         try call("/v1beta/stream/status", body: nil, bearer: bearer)
+    }
+
+    /// `POST {api}/v1beta/stream/status:update` with `body` (`{"status": "enabled"}` or `"disabled"`): whether Google
+    /// delivers events at all.
+    public func updateStreamStatus(_ body: [UInt8], bearer: String) throws(KeyFetchFailure) -> Answer {
+        try call("/v1beta/stream/status:update", body: body, bearer: bearer)
+    }
+
+    /// `GET {api}/v1beta/stream`: the stream's configuration (delivery, the event types requested and delivered).
+    public func stream(bearer: String) throws(KeyFetchFailure) -> Answer {
+        try call("/v1beta/stream", body: nil, bearer: bearer)
     }
 
     private func call(_ path: String, body: [UInt8]?, bearer: String) throws(KeyFetchFailure) -> Answer {

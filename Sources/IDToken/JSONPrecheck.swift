@@ -15,17 +15,18 @@ package enum JSONPrecheck {
     }
 
     /// Checks that `bytes` is one JSON object with nesting at most `maxDepth`, at most `maxMembers` members at the
-    /// top level and `maxNestedMembers` in every nested object, and no object naming a member twice (also not
-    /// through `\u` escapes).
-    package static func check(_ bytes: UnsafeRawBufferPointer, maxMembers: Int) -> Failure? {
+    /// top level and `nestedMembers` (by default `maxNestedMembers`) in every nested object, and no object naming a
+    /// member twice (also not through `\u` escapes).
+    package static func check(_ bytes: UnsafeRawBufferPointer, maxMembers: Int, nestedMembers: Int = maxNestedMembers) -> Failure? {
         var steps = 0
-        return check(bytes, maxMembers: maxMembers, steps: &steps)
+        return check(bytes, maxMembers: maxMembers, nestedMembers: nestedMembers, steps: &steps)
     }
 
     /// `check`, adding to `steps` one per unit of work (a byte or an 8-byte word scanned, a byte hashed, unescaped
     /// or compared), so tests can pin that the work is linear in the input.
-    package static func check(_ bytes: UnsafeRawBufferPointer, maxMembers: Int, steps: inout Int) -> Failure? {
-        var scanner = Scanner(bytes, topMembers: maxMembers)
+    package static func check(_ bytes: UnsafeRawBufferPointer, maxMembers: Int, nestedMembers: Int = maxNestedMembers,
+                              steps: inout Int) -> Failure? {
+        var scanner = Scanner(bytes, topMembers: maxMembers, nestedMembers: nestedMembers)
         let failure = scanner.run()
         steps += scanner.steps
         return failure
@@ -35,6 +36,7 @@ package enum JSONPrecheck {
     private struct Scanner {
         let bytes: UnsafeRawBufferPointer
         let topMembers: Int
+        let nestedMembers: Int
         var steps = 0
         /// Bit d set when the container at depth d is an object.
         var objectAtDepth: UInt32 = 0
@@ -46,10 +48,11 @@ package enum JSONPrecheck {
         /// Unescaped copies of names written with escapes (rare: most names are plain).
         var unescaped: [UInt8] = []
 
-        init(_ bytes: UnsafeRawBufferPointer, topMembers: Int) {
+        init(_ bytes: UnsafeRawBufferPointer, topMembers: Int, nestedMembers: Int) {
             self.bytes = bytes
             self.topMembers = topMembers
-            names = NameTable(maxMembers: max(topMembers, JSONPrecheck.maxNestedMembers))
+            self.nestedMembers = nestedMembers
+            names = NameTable(maxMembers: max(topMembers, nestedMembers))
         }
 
         mutating func run() -> Failure? {
@@ -127,7 +130,7 @@ package enum JSONPrecheck {
 
         private mutating func addName(start: Int, end: Int, hasEscape: Bool, depth: Int) -> Failure? {
             members[depth] += 1
-            if members[depth] > (depth == 1 ? topMembers : maxNestedMembers) { return .tooManyMembers }
+            if members[depth] > (depth == 1 ? topMembers : nestedMembers) { return .tooManyMembers }
             let name: Name
             if hasEscape {
                 let offset = unescaped.count

@@ -152,10 +152,12 @@ enum JSONObject {
     }
 
     /// Like `decode`, also returning the validated text (so callers need not validate and copy it again).
-    static func decodeKeepingText<T: Decodable>(_ type: T.Type, from bytes: [UInt8], maxMembers: Int) -> Result<(value: T, text: String), Failure> {
+    /// `nestedMembers`: the cap on every nested object's members (JSONPrecheck's).
+    static func decodeKeepingText<T: Decodable>(_ type: T.Type, from bytes: [UInt8], maxMembers: Int,
+                                                nestedMembers: Int = JSONPrecheck.maxNestedMembers) -> Result<(value: T, text: String), Failure> {
         guard let text = String(validating: bytes, as: UTF8.self) else { return .failure(.notUTF8) }
         return bytes.withUnsafeBytes { raw in
-            if let failure = JSONPrecheck.check(raw, maxMembers: maxMembers) { return .failure(.precheck(failure)) }
+            if let failure = JSONPrecheck.check(raw, maxMembers: maxMembers, nestedMembers: nestedMembers) { return .failure(.precheck(failure)) }
             guard let base = raw.baseAddress else { return .failure(.precheck(.notObject)) }   // unreachable: the precheck refuses empty input
             do {
                 // A view of `bytes` without copying; JSONDecoder copies what it decodes and keeps no reference.

@@ -1,4 +1,5 @@
-// The pure verifier of Google's security event tokens (Cross-Account Protection: RFC 8417 SETs pushed per RFC 8935).
+// The pure verifier of Google's security event tokens (Cross-Account Protection: RFC 8417 SETs pushed per RFC 8935),
+// in stages: the signature, then the addressing (issuer and audience), then everything else.
 import FoundationEssentials
 
 /// One event of a verified security event token. Types are reported, not interpreted, here.
@@ -18,9 +19,9 @@ public struct SecurityEvent: Sendable, Hashable {
     /// From the event's `subject` (`iss-sub` or `id_token_claims`), else the token's `sub_id` (`iss_sub`); nil
     /// for any other subject shape (a revoked OAuth token, an email address): an event about no known user.
     public var subject: Subject?
-    /// `reason`, when present (account-disabled: `hijacking`, `bulk-account`).
+    /// `reason`, when present and not null (account-disabled: `hijacking`, `bulk-account`).
     public var reason: String?
-    /// `state`, when present (verification events echo the state the receiver asked for).
+    /// `state`, when present and not null (verification events echo the state the receiver asked for).
     public var state: String?
 
     public init(type: String, subject: Subject?, reason: String?, state: String?) {
@@ -47,18 +48,61 @@ public struct VerifiedSecurityEvent: Sendable, Hashable {
     /// The token's unique id: receivers keep it to ignore a token delivered twice.
     public var jti: String
     public var issuer: String
-    /// The configured client ID the token is addressed to.
+    /// The accepted audience (a configured RISC audience) the token is addressed to.
     public var audience: String
+    /// As Google sent it, also when it is ahead of our clock: events are ordered by it.
     public var issuedAt: Int64
+    /// `exp` when it is a number; never checked (RFC 8417: a SET does not expire; Google says not to check it).
     public var expiresAt: Int64?
     public var keyID: String
     /// At least one, at most `SecurityEventVerifier.maxEvents`, ordered by type.
     public var events: [SecurityEvent]
+    /// Seconds `iat` is ahead of the verifier's clock, when that is more than the clock skew; nil otherwise. The
+    /// event is accepted all the same (a clock of ours that is behind must not lose it); the receiver logs it.
+    public var issuedAheadBy: Int64? = nil
+}
+
+/// A security event token whose signature, issuer and audience are good but whose other claims the receiver cannot
+/// read (a claim of another type, a missing `jti`, an event in an unexpected shape). Google does not redeliver a
+/// SET answered 400, so it is recorded as it came (`claimsJSON`) and accepted; nothing about it is applied to a user.
+public struct UnparsedSecurityEvent: Sendable, Hashable {
+    /// The payload's `jti` when it is a usable one (1 to 256 characters, no control character); otherwise
+    /// `sha256:` and the hex SHA-256 of the payload, so a redelivery is recorded once all the same.
+    public var jti: String
+    public var issuer: String
+    public var audience: String
+    /// The type URI of the payload's one event when `events` is an object with one usable member name; otherwise
+    /// `SecurityEventVerifier.unparsedType`.
+    public var type: String
+    /// `iat` when it is a number from 1970 through 9999; nil otherwise.
+    public var issuedAt: Int64?
+    public var keyID: String
+    /// The payload as received: UTF-8 JSON, one object, at most a token's size (16 KiB).
+    public var claimsJSON: String
+    /// What the full check refused (`bad_claim_type`, `bad_events`, `missing_claim`, ...), for logs.
+    public var reason: IDTokenError
+}
+
+/// What a security event token that passed the signature, issuer and audience checks is: verified, or unparsed.
+public enum AcceptedSecurityEvent: Sendable, Hashable {
+    case verified(VerifiedSecurityEvent)
+    case unparsed(UnparsedSecurityEvent)
+
+    /// The verified token, nil for an unparsed one.
+    public var verified: VerifiedSecurityEvent? {
+        if case .verified(let set) = self { set } else { nil }
+    }
+
+    /// The unparsed token, nil for a verified one.
+    public var unparsed: UnparsedSecurityEvent? {
+        if case .unparsed(let set) = self { set } else { nil }
+    }
 }
 
 /// Verifies a security event token against a key set (Google signs them with the keys of its ID tokens), a policy
-/// (its client IDs and clock skew) and a clock. The same strict JOSE rules as ID tokens; no I/O. The refusal
-/// codes and the RFC 8935 error each should be answered with are listed in docs/verification.md.
+/// (the accepted audiences as its client IDs, and its clock skew) and a clock. No I/O. Three stages
+/// (docs/verification.md): the JWS with the same strict rules as ID tokens; the addressing (a SET at all, `iss`,
+/// `aud`), whose failures are refusals; then the other claims, whose failures make the token `.unparsed` instead.
 public struct SecurityEventVerifier: Sendable {
     public let policy: Policy
     public init(policy: Policy) { self.policy = policy }
@@ -66,17 +110,57 @@ public struct SecurityEventVerifier: Sendable {
     /// Google's documentation writes the issuer with a trailing slash, its tokens without.
     public static let issuers = ["https://accounts.google.com/", "https://accounts.google.com"]
     public static let maxEvents = 16
+    /// The event type an unparsed token is recorded under when its one event type cannot be read.
+    public static let unparsedType = "unparsed"
+    /// The `iat` values a timestamp column holds and a reader believes: 1970 through 9999. Since an `iat` ahead of
+    /// our clock is no longer refused, one far outside this would otherwise reach the database and fail there.
+    package static let issuedAtRange: ClosedRange<Int64> = 0...253_402_300_799
     /// The longest accepted strings, in Unicode scalars (a subject's `sub` as `google_sub`: 255).
     package static let limits = (jti: 256, type: 256, reason: 256, state: 1024, issuer: 256, sub: 255)
+    /// Members of any object when looking for the addressing: far more than the full check's 64, so that a payload
+    /// with many claims or events still has its issuer and audience read (and is recorded unparsed). A 16 KiB token
+    /// holds fewer anyway; duplicate names and nesting beyond 16 stay refusals (which `iss` would count?).
+    static let maxAddressedMembers = 2048
 
-    public func verify(_ token: String, keys: KeySet, now: Int64) -> Result<VerifiedSecurityEvent, IDTokenError> {
+    /// `.success(.verified)` or `.success(.unparsed)` once the signature, issuer and audience are good; otherwise the
+    /// refusal (docs/verification.md lists the codes and RFC 8935's `err` for each).
+    public func verify(_ token: String, keys: KeySet, now: Int64) -> Result<AcceptedSecurityEvent, IDTokenError> {
         switch JWS.verify(token, keys: keys) {
-        case .success(let jws): checkClaims(payload: jws.payload, keyID: jws.keyID, now: now)
+        case .success(let jws): accept(payload: jws.payload, keyID: jws.keyID, now: now)
         case .failure(let error): .failure(error)
         }
     }
 
-    func checkClaims(payload: [UInt8], keyID: String, now: Int64) -> Result<VerifiedSecurityEvent, IDTokenError> {
+    /// The stages after the signature, on its payload.
+    func accept(payload: [UInt8], keyID: String, now: Int64) -> Result<AcceptedSecurityEvent, IDTokenError> {
+        let envelope: SecurityEventEnvelope, text: String
+        switch JSONObject.decodeKeepingText(SecurityEventEnvelope.self, from: payload, maxMembers: Self.maxAddressedMembers,
+                                            nestedMembers: Self.maxAddressedMembers) {
+        case .success(let decoded): (envelope, text) = decoded
+        case .failure(.decoding(let error as ClaimTypeError)): return .failure(IDTokenError(.badClaimType, "claim \(error.claim)"))
+        case .failure(let failure): return .failure(IDTokenError(.badPayload, failure.summary))
+        }
+        guard envelope.hasEvents else { return .failure(IDTokenError(.notASecurityEvent, "no events claim")) }
+        guard let iss = envelope.iss else { return .failure(IDTokenError(.missingClaim, "iss")) }
+        guard Self.issuers.contains(iss) else { return .failure(IDTokenError(.badIssuer, "")) }
+        guard let aud = envelope.aud else { return .failure(IDTokenError(.missingClaim, "aud")) }
+        guard let audience = aud.first(where: { a in policy.clientIDs.contains(where: { sameBytes($0, a) }) }) else {
+            return .failure(IDTokenError(.badAudience, ""))
+        }
+        switch checkClaims(payload: payload, issuer: iss, audience: audience, keyID: keyID, now: now) {
+        case .success(let verified):
+            return .success(.verified(verified))
+        case .failure(let reason):
+            return .success(.unparsed(UnparsedSecurityEvent(
+                jti: envelope.usableJTI ?? "sha256:" + Digest.sha256(payload).map { hexDigit($0 >> 4) + hexDigit($0 & 0xF) }.joined(),
+                issuer: iss, audience: audience, type: envelope.usableType ?? Self.unparsedType, issuedAt: envelope.iat,
+                keyID: keyID, claimsJSON: text, reason: reason)))
+        }
+    }
+
+    /// The full check of an addressed payload: every claim and event as RFC 8417 and Google's RISC describe them.
+    func checkClaims(payload: [UInt8], issuer: String, audience: String, keyID: String, now: Int64)
+        -> Result<VerifiedSecurityEvent, IDTokenError> {
         let claims: EventClaims
         switch JSONObject.decode(EventClaims.self, from: payload, maxMembers: Policy.maxClaims) {
         case .success(let decoded): claims = decoded
@@ -85,16 +169,8 @@ public struct SecurityEventVerifier: Sendable {
         case .failure(let failure): return .failure(IDTokenError(.badPayload, failure.summary))
         }
         guard let events = claims.events else { return .failure(IDTokenError(.notASecurityEvent, "no events claim")) }
-        guard let iss = claims.iss else { return .failure(IDTokenError(.missingClaim, "iss")) }
-        guard Self.issuers.contains(iss) else { return .failure(IDTokenError(.badIssuer, "")) }
-        guard let aud = claims.aud else { return .failure(IDTokenError(.missingClaim, "aud")) }
-        guard let audience = aud.first(where: { a in policy.clientIDs.contains(where: { sameBytes($0, a) }) }) else {
-            return .failure(IDTokenError(.badAudience, ""))
-        }
         guard let iat = claims.iat else { return .failure(IDTokenError(.missingClaim, "iat")) }
-        let skew = max(0, policy.clockSkew)
-        if iat > now &+ skew { return .failure(IDTokenError(.issuedInFuture, "iat \(iat), now \(now)")) }
-        if let exp = claims.exp, now > exp &+ skew { return .failure(IDTokenError(.expired, "exp \(exp), now \(now)")) }
+        guard Self.issuedAtRange.contains(iat) else { return .failure(IDTokenError(.badClaimValue, "iat outside 1970...9999")) }
         guard let jti = claims.jti else { return .failure(IDTokenError(.missingClaim, "jti")) }
         if jti.isEmpty { return .failure(IDTokenError(.badClaimValue, "empty jti")) }
         if let code = ClaimText.problem(jti, maxScalars: Self.limits.jti) { return .failure(IDTokenError(code, "jti")) }
@@ -115,83 +191,15 @@ public struct SecurityEventVerifier: Sendable {
             }
             verified.append(SecurityEvent(type: event.type, subject: subject, reason: event.reason, state: event.state))
         }
-        return .success(VerifiedSecurityEvent(jti: jti, issuer: iss, audience: audience, issuedAt: iat, expiresAt: claims.exp,
-                                              keyID: keyID, events: verified))
+        // Ahead of our clock beyond the skew: accepted as sent (its iat still orders it), and reported.
+        let skew = max(0, policy.clockSkew)
+        let ahead = iat > now &+ skew ? iat &- now : nil
+        return .success(VerifiedSecurityEvent(jti: jti, issuer: issuer, audience: audience, issuedAt: iat, expiresAt: claims.exp,
+                                              keyID: keyID, events: verified, issuedAheadBy: ahead))
     }
 }
 
-/// Something inside `events` that is not as RFC 8417 and Google's RISC describe it.
-struct EventsError: Error { let detail: String }
-
-/// The payload members the security event rules read. Wrong types throw ClaimTypeError (top-level claims) or
-/// EventsError (inside `events`).
-struct EventClaims: Decodable {
-    struct Event {
-        var type: String
-        var subject: SecurityEvent.Subject?
-        var reason: String?
-        var state: String?
-    }
-
-    var iss: String?
-    var aud: [String]?
-    var iat: Int64?
-    var exp: Int64?
-    var jti: String?
-    /// nil when the payload has no `events` member; ordered by type.
-    var events: [Event]?
-    var subID: SecurityEvent.Subject?
-
-    enum CodingKeys: String, CodingKey { case iss, aud, iat, exp, jti, events, subID = "sub_id" }
-    enum EventKeys: String, CodingKey { case subject, reason, state }
-    enum SubjectKeys: String, CodingKey { case subjectType = "subject_type", format, iss, sub }
-
-    init(from decoder: any Decoder) throws {
-        let c = try decoder.container(keyedBy: CodingKeys.self)
-        iss = try c.claimString(.iss)
-        aud = try c.claimAudience(.aud)
-        iat = try c.claimTime(.iat)
-        exp = try c.claimTime(.exp)
-        jti = try c.claimString(.jti)
-        if c.contains(.subID) {
-            guard let container = try? c.nestedContainer(keyedBy: SubjectKeys.self, forKey: .subID) else { throw ClaimTypeError(claim: "sub_id") }
-            do { subID = try Self.subject(container) } catch { throw ClaimTypeError(claim: "sub_id") }
-        }
-        guard c.contains(.events) else { return }
-        guard let container = try? c.nestedContainer(keyedBy: MemberName.self, forKey: .events) else { throw ClaimTypeError(claim: "events") }
-        let types = container.allKeys.sorted { $0.stringValue < $1.stringValue }
-        guard !types.isEmpty else { throw EventsError(detail: "no events") }
-        guard types.count <= SecurityEventVerifier.maxEvents else {
-            throw EventsError(detail: "\(types.count) events (at most \(SecurityEventVerifier.maxEvents))")
-        }
-        events = try types.map { type in
-            guard let body = try? container.nestedContainer(keyedBy: EventKeys.self, forKey: type) else {
-                throw EventsError(detail: "an event is not an object")
-            }
-            func string(_ key: EventKeys) throws -> String? {
-                guard body.contains(key) else { return nil }
-                guard let value = try? body.decode(String.self, forKey: key) else { throw EventsError(detail: "event member \(key.rawValue) is not a string") }
-                return value
-            }
-            var subject: SecurityEvent.Subject?
-            if body.contains(.subject) {
-                guard let container = try? body.nestedContainer(keyedBy: SubjectKeys.self, forKey: .subject) else {
-                    throw EventsError(detail: "an event subject is not an object")
-                }
-                do { subject = try Self.subject(container) } catch { throw EventsError(detail: "an event subject has members of the wrong type") }
-            }
-            return Event(type: type.stringValue, subject: subject, reason: try string(.reason), state: try string(.state))
-        }
-    }
-
-    /// An account subject (`iss-sub` or `id_token_claims`, or the `iss_sub` format of `sub_id`) as issuer and sub;
-    /// nil for any other shape, or one without both. Throws when a member read has the wrong type.
-    private static func subject(_ c: KeyedDecodingContainer<SubjectKeys>) throws -> SecurityEvent.Subject? {
-        let kind = try c.decodeIfPresent(String.self, forKey: .subjectType)
-        let format = try c.decodeIfPresent(String.self, forKey: .format)
-        guard kind == "iss-sub" || kind == "id_token_claims" || format == "iss_sub" else { return nil }
-        guard let iss = try c.decodeIfPresent(String.self, forKey: .iss),
-              let sub = try c.decodeIfPresent(String.self, forKey: .sub) else { return nil }
-        return SecurityEvent.Subject(issuer: iss, sub: sub)
-    }
+/// One lower-case hex digit of `nibble` (0...15).
+private func hexDigit(_ nibble: UInt8) -> String {
+    String(UnicodeScalar(nibble < 10 ? 0x30 + nibble : 0x57 + nibble))
 }

@@ -76,6 +76,10 @@ package final class CachedSessionStore: SessionStore, SecurityEventStore {
         return applied
     }
 
+    package func recordUnparsedSecurityEvent(_ event: UnparsedSecurityEventRecord) throws -> AppliedSecurityEvent {
+        try store.recordUnparsedSecurityEvent(event)
+    }
+
     /// The user of a cached session, for evicting all of theirs (a sign-out everywhere).
     private func cachedUser(_ hash: SessionToken.Hash) -> Int64? {
         if case .hit(let session) = cache.lookup(hash, now: clock()) { return session.userID }

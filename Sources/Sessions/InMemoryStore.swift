@@ -27,10 +27,14 @@ package final class InMemoryStore: SessionStore, SecurityEventStore {
         package var outcome: String
         package var state: String?
         package var sessionsRevoked: Int
+        /// The payload and why it was not read, for an unparsed event only.
+        package var claims: String? = nil
+        package var unparsedReason: String? = nil
+        /// The SET's iat (Unix seconds); nil only for an unparsed event without a numeric one.
+        package var issuedAt: Int64? = nil
         /// What a first sign-in of `subject` applies when no user had it (`unknown_user`).
         package var subject: String? = nil
         package var reason: String? = nil
-        package var issuedAt: Int64 = 0
     }
 
     package struct Session {
@@ -138,7 +142,7 @@ package final class InMemoryStore: SessionStore, SecurityEventStore {
         var user = User(id: nextUserID, sub: sub, email: nil, emailVerified: false)
         var disabled: Int64?, flaggedAt: Int64?
         for event in events where event.subject == sub && event.userID == nil {
-            let iat = event.issuedAt
+            guard let iat = event.issuedAt else { continue }  // an unparsed event, which names no subject anyway
             switch SecurityAction.of(type: event.type, reason: event.reason) {
             case .revokeSessions: user.tokensInvalidBefore = max(user.tokensInvalidBefore ?? iat, iat)
             case .revokeSessionsAndBlock:
@@ -276,9 +280,20 @@ package final class InMemoryStore: SessionStore, SecurityEventStore {
             }
             let userID = index.map { users[$0].id }
             self.events.append(EventRow(jti: event.jti, type: event.type, userID: userID, outcome: outcome, state: event.state,
-                                        sessionsRevoked: revokedCount, subject: event.subject, reason: event.reason,
-                                        issuedAt: event.issuedAt))
+                                        sessionsRevoked: revokedCount, issuedAt: event.issuedAt, subject: event.subject,
+                                        reason: event.reason))
             return AppliedSecurityEvent(type: event.type, userID: userID, outcome: outcome, sessionsRevoked: revokedCount)
         }
+    }
+
+    package func recordUnparsedSecurityEvent(_ event: UnparsedSecurityEventRecord) throws -> AppliedSecurityEvent {
+        try failIfAsked()
+        var outcome = AppliedSecurityEvent.duplicate
+        if !events.contains(where: { $0.jti == event.jti && $0.type == event.type }) {
+            events.append(EventRow(jti: event.jti, type: event.type, userID: nil, outcome: UnparsedSecurityEventRecord.outcome, state: nil,
+                                   sessionsRevoked: 0, claims: event.claims, unparsedReason: event.reason, issuedAt: event.issuedAt))
+            outcome = UnparsedSecurityEventRecord.outcome
+        }
+        return AppliedSecurityEvent(type: event.type, userID: nil, outcome: outcome, sessionsRevoked: 0)
     }
 }

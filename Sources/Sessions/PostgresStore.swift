@@ -195,6 +195,12 @@ package final class PostgresStore: SessionStore, SecurityEventStore {
         }
     }
 
+    package func recordUnparsedSecurityEvent(_ event: UnparsedSecurityEventRecord) throws -> AppliedSecurityEvent {
+        let rows = try run(SecurityEventQueries.recordUnparsed, event)
+        let outcome = rows.count == 1 ? UnparsedSecurityEventRecord.outcome : AppliedSecurityEvent.duplicate
+        return AppliedSecurityEvent(type: event.type, userID: nil, outcome: outcome, sessionsRevoked: 0)
+    }
+
     // MARK: connection
 
     /// Runs `statement`; when the connection turns out to have been lost, re-establishes it and tries once more.

@@ -250,6 +250,14 @@ package enum SecurityEventQueries {
         ON CONFLICT (jti, event_type) DO NOTHING
         RETURNING user_id, outcome, sessions_revoked
         """)
+    /// An unparsed SET (signed by Google and addressed to us, its other claims unreadable): recorded with its
+    /// payload, outcome unparsed, applied to nobody. No row: recorded before (the same jti and event type).
+    static let recordUnparsed = TypedStatement<UnparsedSecurityEventRecord>(name: "record_unparsed_security_event", """
+        INSERT INTO signin.security_events (jti, issuer, event_type, issued_at, outcome, claims, unparsed_reason)
+        VALUES (\(\.jti), \(\.issuer), \(\.type), to_timestamp(\(\.issuedAt)::bigint), 'unparsed', \(\.claims), \(\.reason))
+        ON CONFLICT (jti, event_type) DO NOTHING
+        RETURNING outcome
+        """)
 }
 
 /// The responder's session settings in `signin.service_settings`, so every other process judges idleness by them.
@@ -406,7 +414,7 @@ package enum StatementCatalog {
 
     package static let entries = [typed(Queries.signIn), typed(Queries.checkSession), typed(Queries.signInFailure),
                                   typed(Queries.signOut), typed(Queries.listSessions), typed(Queries.revokeOwnSession),
-                                  typed(SecurityEventQueries.apply)]
+                                  typed(SecurityEventQueries.apply), typed(SecurityEventQueries.recordUnparsed)]
         + ([Queries.recordSeen, ServiceSettingsQueries.record, ServiceSettingsQueries.read] + OperatorQueries.statements)
             .map { Entry(statement: $0, parameters: []) }
     package static var statements: [Statement] { entries.map(\.statement) }

@@ -31,6 +31,8 @@ package enum SecurityAction: String, Sendable, CaseIterable {
             }
         case SecurityEvent.accountEnabled: return .unblock
         case SecurityEvent.accountCredentialChangeRequired: return .flag
+        // One OAuth refresh token revoked: we store none (sign-in keeps no Google tokens), so there is nothing to end.
+        case SecurityEvent.tokenRevoked: return .record
         default: return .record
         }
     }
@@ -76,6 +78,32 @@ package struct SecurityEventRecord: Sendable, Equatable {
     package var action: SecurityAction { .of(type: type, reason: reason) }
 }
 
+/// A SET signed by Google and addressed to us whose claims the receiver could not read (`UnparsedSecurityEvent`),
+/// as the store records it: outcome `unparsed`, its payload kept, nothing applied to any user.
+package struct UnparsedSecurityEventRecord: Sendable, Equatable {
+    package let jti: String
+    package let issuer: String
+    package let type: String
+    /// The SET's iat when it is a number (Unix seconds).
+    package let issuedAt: Int64?
+    /// The payload as received (JSON text), a raw NUL (which a text column cannot hold) written as its JSON escape.
+    package let claims: String
+    /// Why it was not read: the refusal code and its detail, at most 256 characters.
+    package let reason: String
+
+    package init(jti: String, issuer: String, type: String, issuedAt: Int64?, claims: String, reason: String) {
+        self.jti = jti
+        self.issuer = issuer
+        self.type = type
+        self.issuedAt = issuedAt
+        self.claims = claims.contains("\u{0}") ? claims.replacing("\u{0}", with: "\\u0000") : claims
+        self.reason = String(reason.unicodeScalars.prefix(256))
+    }
+
+    /// The outcome of an unparsed event (`security_events.outcome`).
+    package static let outcome = "unparsed"
+}
+
 /// What recording an event did (`security_events.outcome`), or that it had been recorded before.
 package struct AppliedSecurityEvent: Sendable, Equatable {
     package var type: String
@@ -92,4 +120,7 @@ package protocol SecurityEventStore: AnyObject {
     /// Records and applies every event of one SET in one transaction; an event already recorded (Google
     /// redelivers until it gets 202) changes nothing and comes back with the outcome `duplicate`.
     func applySecurityEvents(_ events: [SecurityEventRecord]) throws -> [AppliedSecurityEvent]
+    /// Records an unparsed SET (outcome `unparsed`, its claims kept) and applies nothing; one recorded before (the
+    /// same jti and event type) comes back as `duplicate`.
+    func recordUnparsedSecurityEvent(_ event: UnparsedSecurityEventRecord) throws -> AppliedSecurityEvent
 }

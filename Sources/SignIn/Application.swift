@@ -57,7 +57,7 @@ package final class Application: Handler {
         self.site = service.site
         self.tokens = service.tokens
         self.verifier = Verifier(policy: service.site.policy)
-        self.eventVerifier = SecurityEventVerifier(policy: service.site.policy)
+        self.eventVerifier = SecurityEventVerifier(policy: service.site.securityEventPolicy)
         let timed = TimedStore(store, metrics: service.metrics)
         self.store = service.sessionCache.map { CachedSessionStore(timed, cache: $0, clock: service.clock) } ?? timed
         self.log = service.log

@@ -38,7 +38,9 @@ package struct Failure: Sendable {
 
     /// The failure of `POST /risc` (RFC 8935): whatever is wrong with the request or the SET is a 400 with the
     /// RFC's code, so that Google does not retry it; our own outages keep their 503 (Google retries), and a
-    /// fault of ours its 500.
+    /// fault of ours its 500. The verifier refuses only in its first stages (the JWS, the addressing): a SET
+    /// signed by Google for us whose other claims cannot be read never gets here (it is recorded unparsed, 202),
+    /// so the claim codes below come from a request that is not Google's SET for us at all.
     init(securityEvent error: any Error) {
         self.init(error)
         guard status < 500 else { return }

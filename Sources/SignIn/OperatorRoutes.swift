@@ -5,7 +5,9 @@ import struct Store.StoreError
 
 extension Application {
     /// `200` when this worker's database connection answers and a key set is loaded and not stale; `503` with
-    /// the reasons otherwise (never a 200 that a load balancer would trust wrongly).
+    /// the reasons otherwise (never a 200 that a load balancer would trust wrongly). `warnings` lists what an
+    /// operator should look at without taking sign-ins out of the load balancer: a drifted RISC configuration
+    /// (docs/risc.md).
     func ready() throws -> Response {
         var reasons: [JSONValue] = []
         do {
@@ -18,12 +20,14 @@ extension Application {
         // Where the keys come from, so a responder trusting a development key set is seen at once.
         var keySource: [(String, JSONValue)] = [("kind", .string(service.keySource.kind))]
         if service.keySource != .google { keySource.append(("location", .string(service.keySource.location))) }
+        let warnings: [(String, JSONValue)] = keys.riscConfiguration?.mismatch == true
+            ? [("warnings", .array([.string("risc_configuration_mismatch")]))] : []
         guard reasons.isEmpty else {
             return .json(status: 503, .object([("status", .string("unavailable")), ("reasons", .array(reasons)),
-                                               ("key_source", .object(keySource))]),
+                                               ("key_source", .object(keySource))] + warnings),
                          headers: [("Retry-After", String(Failure.retryAfterDatabase))])
         }
-        return .json(.object([("status", .string("ready")), ("key_source", .object(keySource))]))
+        return .json(.object([("status", .string("ready")), ("key_source", .object(keySource))] + warnings))
     }
 
     func metricsPage() -> Response {
@@ -60,6 +64,20 @@ extension Application {
                 samples.append(Metrics.Sample(name: "tokensignin_session_cache_heartbeat_age_seconds",
                                               help: "Seconds since the last heartbeat that came back was sent.", value: age))
             }
+        }
+        if let risc = keys.riscConfiguration {
+            samples += [
+                Metrics.Sample(name: "tokensignin_risc_configuration_mismatch",
+                               help: "1 when Google's RISC configuration names another issuer or jwks_uri than the receiver uses.",
+                               value: risc.mismatch ? 1 : 0),
+                Metrics.Sample(name: "tokensignin_risc_configuration_separate_keys",
+                               help: "1 when POST /risc verifies with the key set of the discovered jwks_uri.",
+                               value: risc.securityEventKeysURL == nil ? 0 : 1),
+                Metrics.Sample(name: "tokensignin_risc_configuration_checks_total", help: "Reads of Google's RISC configuration.",
+                               type: "counter", value: Double(risc.checks)),
+                Metrics.Sample(name: "tokensignin_risc_configuration_check_failures_total",
+                               help: "Reads of Google's RISC configuration that failed.", type: "counter", value: Double(risc.failures)),
+            ]
         }
         let text = metrics.exposition(samples + service.samples())
         return Response(status: 200, headers: [("Content-Type", "text/plain; version=0.0.4; charset=utf-8"),

@@ -13,12 +13,19 @@ package struct Site: Sendable {
     package var signInRedirect: String
     /// Origins of the site's own pages, and the pages that may post the web form cross-site.
     package var originCheck: OriginCheck
+    /// Whose security event tokens `POST /risc` accepts (`aud`): the client IDs, and other clients of the project.
+    package var riscAudiences: [String]
 
-    package init(policy: Policy, cookieName: String, sessionTTL: Int64, signInRedirect: String, originCheck: OriginCheck) {
+    package init(policy: Policy, cookieName: String, sessionTTL: Int64, signInRedirect: String, originCheck: OriginCheck,
+                 riscAudiences: [String]? = nil) {
+        self.riscAudiences = riscAudiences ?? policy.clientIDs
         self.policy = policy
         self.cookieName = cookieName
         self.sessionTTL = sessionTTL
         self.signInRedirect = signInRedirect
         self.originCheck = originCheck
     }
+
+    /// What security event tokens are verified against: the RISC audiences as client IDs, the same clock skew.
+    package var securityEventPolicy: Policy { Policy(clientIDs: riscAudiences, clockSkew: policy.clockSkew) }
 }

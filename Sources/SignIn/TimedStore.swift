@@ -69,4 +69,8 @@ final class TimedStore: SessionStore, SecurityEventStore {
     func applySecurityEvents(_ events: [SecurityEventRecord]) throws -> [AppliedSecurityEvent] {
         try timed("apply_security_event") { try store.applySecurityEvents(events) }
     }
+
+    func recordUnparsedSecurityEvent(_ event: UnparsedSecurityEventRecord) throws -> AppliedSecurityEvent {
+        try timed("record_unparsed_security_event") { try store.recordUnparsedSecurityEvent(event) }
+    }
 }

@@ -6,8 +6,9 @@ import IDToken
 /// What verifies an ID token for the routes: the key cache in production, a fixed table in route tests.
 package protocol TokenVerifying: Sendable {
     func verify(_ token: String, with verifier: Verifier, now: Int64) -> Result<VerifiedToken, IDTokenError>
-    /// The same keys and JOSE rules for Google's security event tokens.
-    func verify(_ token: String, with verifier: SecurityEventVerifier, now: Int64) -> Result<VerifiedSecurityEvent, IDTokenError>
+    /// The same JOSE rules for Google's security event tokens: verified or unparsed once the signature, issuer and
+    /// audience are good, refused otherwise.
+    func verify(_ token: String, with verifier: SecurityEventVerifier, now: Int64) -> Result<AcceptedSecurityEvent, IDTokenError>
     /// Whether a usable key set is loaded, for `/readyz` and `/metrics`.
     var keyReadiness: KeyReadiness { get }
 }
@@ -22,6 +23,8 @@ package struct KeyReadiness: Sendable, Equatable {
     var ageSeconds: Double?
     var fetches: Int
     var failures: Int
+    /// What the reads of Google's RISC configuration found; nil when it is not read (`TOKENSIGNIN_RISC_CONFIGURATION_URL=off`).
+    var riscConfiguration: RiscConfigurationMonitor.Status? = nil
 }
 
 extension KeyCache: TokenVerifying {
@@ -31,5 +34,32 @@ extension KeyCache: TokenVerifying {
         return KeyReadiness(loaded: status.keyCount > 0, stale: status.isStale,
                             ageSeconds: age.map { Double($0.components.seconds) + Double($0.components.attoseconds) / 1e18 },
                             fetches: status.fetches, failures: status.failures)
+    }
+}
+
+/// The keys of `tokensignin serve`: ID tokens with Google's key cache, security event tokens with the key cache Google's
+/// RISC configuration names (the same one unless its `jwks_uri` differs; docs/risc.md).
+package struct GoogleKeySets: TokenVerifying {
+    package let idTokens: KeyCache
+    /// nil: the RISC configuration is not read, and security events use `idTokens`.
+    package let risc: RiscConfigurationMonitor?
+
+    package init(idTokens: KeyCache, risc: RiscConfigurationMonitor?) {
+        self.idTokens = idTokens
+        self.risc = risc
+    }
+
+    package func verify(_ token: String, with verifier: Verifier, now: Int64) -> Result<VerifiedToken, IDTokenError> {
+        idTokens.verify(token, with: verifier, now: now)
+    }
+
+    package func verify(_ token: String, with verifier: SecurityEventVerifier, now: Int64) -> Result<AcceptedSecurityEvent, IDTokenError> {
+        (risc?.keys ?? idTokens).verify(token, with: verifier, now: now)
+    }
+
+    package var keyReadiness: KeyReadiness {
+        var readiness = idTokens.keyReadiness
+        readiness.riscConfiguration = risc?.status
+        return readiness
     }
 }

@@ -120,6 +120,7 @@ class Stack:
             "TOKENSIGNIN_CLIENT_IDS": self.client_id,
             "TOKENSIGNIN_JWKS_FILE": str(keys / "dev-jwks.json"),
             "TOKENSIGNIN_ALLOW_NON_GOOGLE_KEYS": "1",
+            "TOKENSIGNIN_RISC_CONFIGURATION_URL": "off",
             "TOKENSIGNIN_WORKERS": "2",
             "TOKENSIGNIN_SITE_ORIGINS": self.site,
             "TOKENSIGNIN_SIGNIN_REDIRECT": "/app/",

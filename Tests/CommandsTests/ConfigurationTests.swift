@@ -3,6 +3,7 @@
 @testable import Commands
 @testable import SignIn
 import FastCGI
+import GoogleKeys
 import Testing
 
 private let base = ["TOKENSIGNIN_CLIENT_IDS": "1234567890-web.apps.googleusercontent.com"]
@@ -17,6 +18,8 @@ private func rendered(_ config: Configuration, _ setting: Setting) -> String {
     case .clientIDs: config.clientIDs.joined(separator: "|")
     case .jwksURL: config.jwksURL
     case .jwksFile: config.jwksFile ?? "nil"
+    case .riscAudiences: config.riscAudiences.joined(separator: "|")
+    case .riscConfigurationURL: config.riscConfiguration.description
     case .keyWait: String(config.keyWait.components.seconds * 1_000 + config.keyWait.components.attoseconds / 1_000_000_000_000_000)
     case .listen: listenText(config.listen)
     case .workers: String(config.workers)
@@ -59,6 +62,8 @@ private func listenText(_ listen: Listen) -> String {
         (Setting.jwksURL, "https://www.googleapis.com/oauth2/v3/certs"),
         (.jwksFile, "nil"),
         (.keyWait, "1000"),
+        (.riscAudiences, "1234567890-web.apps.googleusercontent.com"),
+        (.riscConfigurationURL, "https://accounts.google.com/.well-known/risc-configuration"),
         (.listen, "nil"),
         (.workers, "8"),
         (.checkWorkers, "8"),
@@ -111,6 +116,11 @@ private func listenText(_ listen: Listen) -> String {
         (.jwksURL, "https://env.example/certs", "http://127.0.0.1:8080/certs", "http://127.0.0.1:8080/certs"),
         (.jwksFile, "/env.json", "/flag.json", "/flag.json"),
         (.keyWait, "2s", "250ms", "250"),
+        (.riscAudiences, "1234567890-web.apps.googleusercontent.com", "1234567890-web.apps.googleusercontent.com, 1234567890-android.apps.googleusercontent.com",
+         "1234567890-web.apps.googleusercontent.com|1234567890-android.apps.googleusercontent.com"),
+        (.riscConfigurationURL, "https://env.example/risc", "http://127.0.0.1:8080/.well-known/risc-configuration",
+         "http://127.0.0.1:8080/.well-known/risc-configuration"),
+        (.riscConfigurationURL, "https://env.example/risc", "off", "off"),
         (.listen, "/run/env.sock", "127.0.0.1:9000", "127.0.0.1:9000"),
         (.workers, "3", "5", "5"),
         (.checkWorkers, "3", "6", "6"),
@@ -157,7 +167,8 @@ private func listenText(_ listen: Listen) -> String {
 
     @Test func flagNamesAreTheContractNames() {
         #expect(Setting.allCases.map(\.variable) == [
-            "TOKENSIGNIN_CLIENT_IDS", "TOKENSIGNIN_JWKS_URL", "TOKENSIGNIN_JWKS_FILE", "TOKENSIGNIN_KEY_WAIT", "TOKENSIGNIN_LISTEN",
+            "TOKENSIGNIN_CLIENT_IDS", "TOKENSIGNIN_JWKS_URL", "TOKENSIGNIN_JWKS_FILE", "TOKENSIGNIN_KEY_WAIT", "TOKENSIGNIN_RISC_AUDIENCES",
+            "TOKENSIGNIN_RISC_CONFIGURATION_URL", "TOKENSIGNIN_LISTEN",
             "TOKENSIGNIN_WORKERS", "TOKENSIGNIN_CHECK_WORKERS", "TOKENSIGNIN_WORKER_SCHEDULING", "TOKENSIGNIN_SIGNIN_BATCH", "TOKENSIGNIN_REQUEST_TIMEOUT", "TOKENSIGNIN_HOSTED_DOMAINS", "TOKENSIGNIN_CLOCK_SKEW", "TOKENSIGNIN_DATABASE_URL",
             "TOKENSIGNIN_DATABASE_POOLER",
             "TOKENSIGNIN_SESSION_TTL", "TOKENSIGNIN_SESSION_IDLE_TTL", "TOKENSIGNIN_COOKIE_NAME",
@@ -247,6 +258,12 @@ private func listenText(_ listen: Listen) -> String {
         ("TOKENSIGNIN_SESION_TTL", "30d", "TOKENSIGNIN_SESION_TTL is not a setting (did you mean TOKENSIGNIN_SESSION_TTL?); `tokensignin serve --help` lists them"),
         ("TOKENSIGNIN_SOMETHING", "1", "TOKENSIGNIN_SOMETHING is not a setting; `tokensignin serve --help` lists them"),
         ("TOKENSIGNIN_JWKS_URL", "http://example.com/certs", "TOKENSIGNIN_JWKS_URL must be an https:// URL (or http:// on 127.0.0.1, [::1] or localhost), got 'http://example.com/certs'"),
+        ("TOKENSIGNIN_RISC_AUDIENCES", "1234567890-web.apps.googleusercontent.com,,", "TOKENSIGNIN_RISC_AUDIENCES has an empty entry in '1234567890-web.apps.googleusercontent.com,,'"),
+        ("TOKENSIGNIN_RISC_AUDIENCES", "1234567890-web.apps.googleusercontent.com,android", "TOKENSIGNIN_RISC_AUDIENCES has 'android', which is not an OAuth client ID (<digits>-<letters and digits>.apps.googleusercontent.com)"),
+        ("TOKENSIGNIN_RISC_AUDIENCES", "GOCSPX-abcdefSECRET", "TOKENSIGNIN_RISC_AUDIENCES holds a client secret (GOCSPX-...), not a client ID: remove it, and treat the secret as leaked"),
+        ("TOKENSIGNIN_RISC_AUDIENCES", "1234567890-android.apps.googleusercontent.com", "TOKENSIGNIN_RISC_AUDIENCES must include every one of TOKENSIGNIN_CLIENT_IDS (security events for their users would be refused and lost); it lacks 1234567890-web.apps.googleusercontent.com"),
+        ("TOKENSIGNIN_RISC_CONFIGURATION_URL", "http://accounts.google.com/.well-known/risc-configuration", "TOKENSIGNIN_RISC_CONFIGURATION_URL must be an https:// URL (or http:// on 127.0.0.1, [::1] or localhost) or off, got 'http://accounts.google.com/.well-known/risc-configuration'"),
+        ("TOKENSIGNIN_RISC_CONFIGURATION_URL", "OFF", "TOKENSIGNIN_RISC_CONFIGURATION_URL must be an https:// URL (or http:// on 127.0.0.1, [::1] or localhost) or off, got 'OFF'"),
         ("TOKENSIGNIN_WORKERS", "x", "TOKENSIGNIN_WORKERS must be a positive integer (1...1024), got 'x'"),
         ("TOKENSIGNIN_CHECK_WORKERS", "0", "TOKENSIGNIN_CHECK_WORKERS must be a positive integer (1...1024), got '0'"),
         ("TOKENSIGNIN_KEY_WAIT", "11s", "TOKENSIGNIN_KEY_WAIT must be a duration from 0 to 10s (e.g. 1s, 250ms), got '11s'"),
@@ -408,6 +425,9 @@ private func listenText(_ listen: Listen) -> String {
         (["TOKENSIGNIN_JWKS_URL": "https://keys.example/certs"], false),
         (["TOKENSIGNIN_JWKS_URL": "https://www.googleapis.com/oauth2/v1/certs"], false),
         (["TOKENSIGNIN_JWKS_URL": "http://127.0.0.1:9/certs"], false),
+        (["TOKENSIGNIN_RISC_CONFIGURATION_URL": "off"], true),
+        (["TOKENSIGNIN_RISC_CONFIGURATION_URL": "https://accounts.google.com/.well-known/risc-configuration"], true),
+        (["TOKENSIGNIN_RISC_CONFIGURATION_URL": "http://127.0.0.1:9/.well-known/risc-configuration"], false),
     ] as [([String: String], Bool)])
     func onlyGooglesKeysAreTrustedUnlessAllowed(environment: [String: String], trusted: Bool) throws {
         do {
@@ -438,6 +458,23 @@ private func listenText(_ listen: Listen) -> String {
         #expect(policy.clientIDs == ["1234567890-web.apps.googleusercontent.com"])
         #expect(policy.hostedDomains == ["example.com"])
         #expect(policy.clockSkew == 5)
+    }
+
+    /// Item 12: security events are verified against the RISC audiences (the client IDs and other clients of the
+    /// project), ID tokens against the client IDs alone.
+    @Test func securityEventsAreVerifiedAgainstTheRiscAudiences() throws {
+        let web = "1234567890-web.apps.googleusercontent.com", android = "1234567890-android.apps.googleusercontent.com"
+        let site = try configuration(["TOKENSIGNIN_RISC_AUDIENCES": "\(android),\(web)", "TOKENSIGNIN_CLOCK_SKEW": "7"]).site
+        #expect(site.policy.clientIDs == [web])
+        #expect(site.securityEventPolicy.clientIDs == [android, web] && site.securityEventPolicy.clockSkew == 7)
+        #expect(try configuration().site.securityEventPolicy.clientIDs == [web])
+    }
+
+    /// Item 13: the RISC configuration URL is typed, so a rule can ask whether it is Google's.
+    @Test func theRiscConfigurationSourceKnowsGooglesURL() throws {
+        #expect(try configuration().riscConfiguration.isGoogle)
+        #expect(try !configuration(["TOKENSIGNIN_RISC_CONFIGURATION_URL": "https://risc.example/config"]).riscConfiguration.isGoogle)
+        #expect(try configuration(["TOKENSIGNIN_RISC_CONFIGURATION_URL": "off"]).riscConfiguration == .off)
     }
 }
 

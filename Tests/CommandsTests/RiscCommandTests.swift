@@ -1,4 +1,4 @@
-// `tokensignin risc configure|verify|status` against a local server standing in for Google's RISC API: the
+// `tokensignin risc configure|verify|status|enable|disable|show` against a local server standing in for Google's RISC API: the
 // self-signed JWT (signature and claims), the request bodies, and every exit code.
 import Foundation
 @testable import GoogleKeys
@@ -48,7 +48,7 @@ import Testing
         let run = runCommand(["risc", "configure", "--service-account", keyFile, "--receiver-url", "https://signin.example.com/risc",
                               "--api", server.base])
         #expect(run.status == 0, "\(run.err)")
-        #expect(run.out == ["risc configure: Google delivers 6 event types to https://signin.example.com/risc (as \(email))"])
+        #expect(run.out == ["risc configure: Google delivers 7 event types to https://signin.example.com/risc (as \(email))"])
         let request = try #require(server.requests.first)
         #expect(server.requests.count == 1 && request.method == "POST" && request.path == "/v1beta/stream:update")
         #expect(request.headers["content-type"] == "application/json")
@@ -60,6 +60,7 @@ import Testing
         #expect(body["events_requested"] as? [String] == [
             "https://schemas.openid.net/secevent/risc/event-type/sessions-revoked",
             "https://schemas.openid.net/secevent/oauth/event-type/tokens-revoked",
+            "https://schemas.openid.net/secevent/oauth/event-type/token-revoked",
             "https://schemas.openid.net/secevent/risc/event-type/account-disabled",
             "https://schemas.openid.net/secevent/risc/event-type/account-enabled",
             "https://schemas.openid.net/secevent/risc/event-type/account-credential-change-required",
@@ -81,6 +82,41 @@ import Testing
         #expect(requests[1].body.isEmpty)
         for request in requests { try expectAuthorised(request) }
         expectNoSecrets(status, server)
+    }
+
+    /// Item 14: `enable` and `disable` switch the stream (`stream/status:update`), `show` prints its configuration
+    /// (`GET stream`), each authorised like the others and printing nothing secret.
+    @Test(arguments: [("enable", #"{"status":"enabled"}"#), ("disable", #"{"status":"disabled"}"#)])
+    func enableAndDisableUpdateTheStreamStatus(verb: String, body: String) throws {
+        let server = try RecordingServer()
+        let run = runCommand(["risc", verb, "--service-account", keyFile, "--api", server.base])
+        #expect(run.status == 0, "\(run.err)")
+        #expect(run.out.count == 1 && run.out[0].hasPrefix("risc \(verb): Google sends"), "\(run.out)")
+        let request = try #require(server.requests.first)
+        #expect(server.requests.count == 1 && request.method == "POST" && request.path == "/v1beta/stream/status:update")
+        #expect(request.headers["content-type"] == "application/json")
+        #expect(String(decoding: request.body, as: UTF8.self) == body)
+        try expectAuthorised(request)
+        expectNoSecrets(run, server)
+    }
+
+    @Test func showPrintsTheStreamGoogleHasPrintableOnly() throws {
+        let server = try RecordingServer()
+        try server.answer("/v1beta/stream", status: 200,
+                          body: #"{"delivery":{"delivery_method":"https://schemas.openid.net/secevent/risc/delivery-method/push","url":"https://signin.example.com/risc"},"events_requested":["x"],"note":"\u001b[31m"}"# + "\u{1b}[2J")
+        let run = runCommand(["risc", "show", "--service-account", keyFile, "--api", server.base])
+        #expect(run.status == 0, "\(run.err)")
+        let requests = server.requests
+        #expect(requests.map { "\($0.method) \($0.path)" } == ["GET /v1beta/stream"] && requests[0].body.isEmpty)
+        try expectAuthorised(requests[0])
+        #expect(run.out.count == 1 && run.out[0].contains(#""url":"https://signin.example.com/risc""#))
+        #expect(!run.out[0].contains("\u{1b}"), "a terminal escape from the answer is not printed as is")
+        try server.answer("/v1beta/stream/status:update", status: 403, body: #"{"error":{"code":403,"message":"RISC API not enabled"}}"#)
+        let refused = runCommand(["risc", "disable", "--service-account", keyFile, "--api", server.base])
+        #expect(refused.status == 1 && refused.err == ["tokensignin risc disable: Google answered 403: RISC API not enabled"])
+        let down = runCommand(["risc", "show", "--service-account", keyFile, "--api", "http://127.0.0.1:9"])
+        #expect(down.status == 3)
+        expectNoSecrets(run, server)
     }
 
     @Test func googlesRefusalIsOneWithItsMessageAndAnUnreachableAPIIsThree() throws {
@@ -105,8 +141,12 @@ import Testing
 
     /// (arguments, what the message says) — every one a usage error (exit 2) that calls nobody.
     @Test(arguments: [
-        (["risc"], "risc needs configure, verify or status"),
-        (["risc", "frobnicate"], "risc needs configure, verify or status"),
+        (["risc"], "risc needs configure, verify, status, enable, disable or show"),
+        (["risc", "frobnicate"], "risc needs configure, verify, status, enable, disable or show"),
+        (["risc", "enable"], "--service-account FILE is required"),
+        (["risc", "enable", "--service-account", "KEY", "--state", "x"], "risc enable takes only"),
+        (["risc", "disable", "--service-account", "KEY", "--receiver-url", "https://signin.example.com/risc"], "risc disable takes only"),
+        (["risc", "show", "--service-account", "KEY", "extra"], "unexpected argument extra"),
         (["risc", "status"], "--service-account FILE is required"),
         (["risc", "status", "--service-account", "/nonexistent/key.json"], "cannot read the service account key file"),
         (["risc", "configure", "--service-account", "KEY"], "--receiver-url URL is required"),

@@ -186,8 +186,9 @@ final class Stack: @unchecked Sendable {
             "TOKENSIGNIN_LISTEN": socketPath,
             "TOKENSIGNIN_CLIENT_IDS": "\(clientID),\(otherClientID)",
             "TOKENSIGNIN_JWKS_FILE": jwksPath,
-            // The stack's own development key set stands in for Google's.
+            // The stack's own development key set stands in for Google's, and Google's RISC configuration is not read.
             "TOKENSIGNIN_ALLOW_NON_GOOGLE_KEYS": "1",
+            "TOKENSIGNIN_RISC_CONFIGURATION_URL": "off",
             "TOKENSIGNIN_WORKERS": "4",
             "TOKENSIGNIN_SITE_ORIGINS": siteOrigin,
             "TOKENSIGNIN_SIGNIN_REDIRECT": "/welcome",

@@ -239,14 +239,14 @@ private let waitingWouldFail: Duration = .seconds(3600)
         loader.answer(kids: ["a"], freshFor: 3600)
         let keys = cache(loader, clock)
         let verifier = SecurityEventVerifier(policy: Policy(clientIDs: ["client"]))
-        func event(kid: String) -> Result<VerifiedSecurityEvent, IDTokenError> {
+        func event(kid: String) -> Result<AcceptedSecurityEvent, IDTokenError> {
             let payload = #"{"iss":"https://accounts.google.com/","aud":"client","iat":1400,"jti":"j1","events":{"\#(SecurityEvent.sessionsRevoked)":{"subject":{"subject_type":"iss-sub","iss":"https://accounts.google.com/","sub":"7"}}}}"#
             let token = F.key.sign(headerJSON: #"{"alg":"RS256","kid":"\#(kid)","typ":"secevent+jwt"}"#, payloadJSON: payload)
             return keys.verify(token, with: verifier, now: F.now)
         }
-        #expect(try event(kid: "a").get().events.first?.subject == SecurityEvent.Subject(issuer: "https://accounts.google.com/", sub: "7"))
+        #expect(try event(kid: "a").get().verified?.events.first?.subject == SecurityEvent.Subject(issuer: "https://accounts.google.com/", sub: "7"))
         loader.answer(kids: ["a", "rotated"], freshFor: 3600)
-        #expect(try event(kid: "rotated").get().keyID == "rotated")
+        #expect(try event(kid: "rotated").get().verified?.keyID == "rotated")
         #expect(event(kid: "made-up") == .failure(IDTokenError(.unknownKid)))
         #expect(loader.calls == 2 && keys.status.unknownKidRefetches == 1)
         // And an ID token is no security event, whatever the cache.

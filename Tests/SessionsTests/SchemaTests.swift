@@ -29,6 +29,37 @@ import Testing
         #expect(missing.isEmpty, "\((0..<missing.count).map { missing[$0, 0] ?? "" })")
     }
 
+    /// Migration 012: only an unparsed security event may lack its iat, it must keep its claims and why, and it can
+    /// name no user nor have changed anything; an event that was read keeps no claims.
+    @Test(arguments: [
+        ("'recorded', NULL, NULL, NULL, NULL, NULL", "security_events_issued_at_unless_unparsed"),
+        ("'unparsed', now(), NULL, 'r', NULL, NULL", "security_events_unparsed_keeps_claims"),
+        ("'unparsed', now(), '{}', NULL, NULL, NULL", "security_events_unparsed_keeps_claims"),
+        ("'recorded', now(), '{}', 'r', NULL, NULL", "security_events_unparsed_keeps_claims"),
+        ("'unparsed', NULL, '{}', 'r', '1', NULL", "security_events_unparsed_changes_nothing"),
+        ("'unparsed', NULL, '{}', 'r', NULL, now()", "security_events_applied_with_user"),
+        ("'ignored', now(), NULL, NULL, NULL, NULL", "security_events_outcome_check"),
+        ("'unparsed', NULL, repeat('x', 131073), 'r', NULL, NULL", "security_events_claims_check"),
+    ])
+    func theSecurityEventChecksKeepUnparsedRowsApart(values: String, constraint: String) throws {
+        let db = try TestDatabase.migrated("schema_unparsed")
+        let sql = try db.connect()
+        try sql.query("""
+            INSERT INTO signin.security_events (jti, issuer, event_type, outcome, issued_at, claims, unparsed_reason)
+            VALUES ('ok-1', 'https://accounts.google.com/', 'unparsed', 'unparsed', NULL, '{}', 'bad_claim_type: claim iat')
+            """)
+        do {
+            try sql.query("""
+                INSERT INTO signin.security_events (jti, issuer, event_type, outcome, issued_at, claims, unparsed_reason, subject_sub,
+                                                    applied_at)
+                VALUES ('bad-1', 'https://accounts.google.com/', 'x', \(values))
+                """)
+            Issue.record("accepted: \(values)")
+        } catch {
+            #expect(error.sqlState == "23514" && error.detail.contains(constraint), "\(error.detail)")
+        }
+    }
+
     @Test func activeSessionsAreExactlyTheOnesTheCheckAccepts() throws {
         let db = try TestDatabase.migrated("schema_active")
         let week = SessionPolicy(lifetime: 30 * 86_400, idleTimeout: 7 * 86_400, maxSessionsPerUser: 100)

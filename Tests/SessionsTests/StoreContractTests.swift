@@ -26,15 +26,18 @@ final class StoreUnderTest: @unchecked Sendable {
     let userState: (String) throws -> (blocked: Bool, flaggedReason: String?)
     /// (jti, type, outcome, state, sessions revoked, user id is set) of every security event row, oldest first.
     let eventRows: () throws -> [[String?]]
+    /// (jti, claims, unparsed reason, issued at in Unix seconds) of every security event row, oldest first.
+    let unparsedRows: () throws -> [[String?]]
     private let keepAlive: AnyObject?
 
     init(store: any SessionStore & SecurityEventStore, disable: @escaping (String) throws -> Void, block: @escaping (String) throws -> Void,
          expire: @escaping (Int64) throws -> Void, idle: @escaping (Int64, Int64) throws -> Void,
          revokedReason: @escaping (Int64) throws -> String?, audit: @escaping () throws -> [[String?]],
          userState: @escaping (String) throws -> (blocked: Bool, flaggedReason: String?),
-         eventRows: @escaping () throws -> [[String?]], keepAlive: AnyObject?) {
+         eventRows: @escaping () throws -> [[String?]], unparsedRows: @escaping () throws -> [[String?]], keepAlive: AnyObject?) {
         self.userState = userState
         self.eventRows = eventRows
+        self.unparsedRows = unparsedRows
         self.store = store
         self.disable = disable
         self.block = block
@@ -74,6 +77,7 @@ final class StoreUnderTest: @unchecked Sendable {
                 eventRows: {
                     memory.events.map { [$0.jti, $0.type, $0.outcome, $0.state, String($0.sessionsRevoked), $0.userID == nil ? "f" : "t"] }
                 },
+                unparsedRows: { memory.events.map { [$0.jti, $0.claims, $0.unparsedReason, $0.issuedAt.map { String($0) }] } },
                 keepAlive: nil)
         case .postgres, .pgbouncer:
             let db = try TestDatabase.migrated("contract")
@@ -107,6 +111,10 @@ final class StoreUnderTest: @unchecked Sendable {
                 eventRows: {
                     let rows = try sql.query("SELECT jti, event_type, outcome, state, sessions_revoked, user_id IS NOT NULL FROM signin.security_events ORDER BY id")
                     return (0..<rows.count).map { row in (0..<6).map { rows[row, $0] } }
+                },
+                unparsedRows: {
+                    let rows = try sql.query("SELECT jti, claims, unparsed_reason, extract(epoch FROM issued_at)::bigint FROM signin.security_events ORDER BY id")
+                    return (0..<rows.count).map { row in (0..<4).map { rows[row, $0] } }
                 },
                 keepAlive: Resources(database: db, bouncer: bouncer))
         }
@@ -523,6 +531,34 @@ private final class Resources {
         #expect(again == [AppliedSecurityEvent(type: event.type, userID: nil, outcome: "duplicate", sessionsRevoked: 0)])
         #expect(try s.store.liveSession(later) != nil, "the redelivery must not end a session opened since")
         #expect(try s.eventRows().count == 1)
+    }
+
+    /// Item 10: a SET signed for us that could not be read is kept as it came (outcome unparsed, its claims and why),
+    /// once however often it is delivered, and nothing about it reaches the user it may name.
+    @Test(arguments: Kind.allCases.flatMap { kind in [Int64(1_800_000_500), nil].map { (kind, $0) } } as [(Kind, Int64?)])
+    func anUnparsedEventIsRecordedWithItsClaimsOnceAndChangesNoUser(kind: Kind, issuedAt: Int64?) throws {
+        let s = try StoreUnderTest.make(kind)
+        let (_, hash) = try StoreContractTests.signIn(s.store, "sub-v")
+        let claims = #"{"aud":"c","events":{"\#(SecurityEvent.accountDisabled)":{"reason":1,"subject":{"subject_type":"iss-sub","iss":"https://accounts.google.com/","sub":"sub-v"}}},"iss":"https://accounts.google.com/","jti":"u-1","note":"\u0000 é"}"#
+        let record = UnparsedSecurityEventRecord(jti: "u-1", issuer: "https://accounts.google.com/", type: SecurityEvent.accountDisabled,
+                                                 issuedAt: issuedAt, claims: claims, reason: "bad_events: event member reason is not a string")
+        let applied = try s.store.recordUnparsedSecurityEvent(record)
+        #expect(applied == AppliedSecurityEvent(type: SecurityEvent.accountDisabled, userID: nil, outcome: "unparsed", sessionsRevoked: 0))
+        #expect(try s.store.recordUnparsedSecurityEvent(record).outcome == "duplicate")
+        // The same jti and type read in full later (Google does not send one SET two ways) finds it recorded.
+        #expect(try s.store.applySecurityEvents([Self.event(SecurityEvent.accountDisabled, jti: "u-1")]).map(\.outcome) == ["duplicate"])
+        #expect(try s.store.liveSession(hash) != nil)
+        #expect(try !s.userState("sub-v").blocked)
+        #expect(try s.eventRows() == [["u-1", SecurityEvent.accountDisabled, "unparsed", nil, "0", "f"]])
+        #expect(try s.unparsedRows() == [["u-1", claims, "bad_events: event member reason is not a string", issuedAt.map { String($0) }]])
+        // A raw NUL (JSON parsers let it through inside strings) is kept as its escape: text cannot hold it.
+        let raw = UnparsedSecurityEventRecord(jti: "u-2", issuer: "https://accounts.google.com/", type: "unparsed", issuedAt: nil,
+                                              claims: "{\"note\":\"a\u{0}b\u{1}\"}", reason: "missing_claim: jti")
+        #expect(try s.store.recordUnparsedSecurityEvent(raw).outcome == "unparsed")
+        #expect(try s.unparsedRows().last?[1] == "{\"note\":\"a\\u0000b\u{1}\"}")
+        // An event that was read keeps no claims.
+        _ = try s.store.applySecurityEvents([Self.event(SecurityEvent.verification, sub: nil, jti: "v-1", state: "s")])
+        #expect(try s.unparsedRows().last == ["v-1", nil, nil, "1800000500"])
     }
 
     @Test(arguments: Kind.allCases)

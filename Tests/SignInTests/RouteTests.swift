@@ -2,6 +2,7 @@
 // the in-memory store and a fixed verifier (the end-to-end suites prove the nginx -> FastCGI -> PostgreSQL path).
 @testable import Commands
 @testable import FastCGI
+import GoogleKeys
 import Foundation
 import GoogleKeys
 @testable import IDToken
@@ -17,13 +18,13 @@ final class FixedVerifier: TokenVerifying, @unchecked Sendable {
     // SAFETY: tests set `keyReadiness` before the requests that read it, on the same thread.
     let answers: [String: Result<VerifiedToken, IDTokenError>]
     /// Security event tokens: token text -> result.
-    var events: [String: Result<VerifiedSecurityEvent, IDTokenError>] = [:]
+    var events: [String: Result<AcceptedSecurityEvent, IDTokenError>] = [:]
     var keyReadiness = KeyReadiness(loaded: true, stale: false, ageSeconds: 42, fetches: 1, failures: 0)
     init(answers: [String: Result<VerifiedToken, IDTokenError>]) { self.answers = answers }
     func verify(_ token: String, with verifier: Verifier, now: Int64) -> Result<VerifiedToken, IDTokenError> {
         answers[token] ?? .failure(IDTokenError(.malformed))
     }
-    func verify(_ token: String, with verifier: SecurityEventVerifier, now: Int64) -> Result<VerifiedSecurityEvent, IDTokenError> {
+    func verify(_ token: String, with verifier: SecurityEventVerifier, now: Int64) -> Result<AcceptedSecurityEvent, IDTokenError> {
         events[token] ?? .failure(IDTokenError(.malformed))
     }
 }
@@ -683,6 +684,31 @@ extension Response {
         #expect(h.request("GET", "/metrics").text.contains("tokensignin_key_source{kind=\"\(kind)\"} 1\n"))
     }
 
+    /// Item 13: a drifted RISC configuration is a warning on /readyz, never a 503 (it must not take sign-ins out of
+    /// the load balancer), and gauges and counters on /metrics.
+    @Test(arguments: [true, false])
+    func aDriftedRiscConfigurationIsAWarningOnReadyzAndAGaugeOnMetrics(databaseUp: Bool) throws {
+        let h = try RouteHarness()
+        if !databaseUp { h.store.nextError = StoreError(.connectionFailed, "down") }
+        var risc = RiscConfigurationMonitor.Status()
+        (risc.checks, risc.failures, risc.jwksMismatch, risc.securityEventKeysURL) = (3, 1, true, "https://keys.example/certs")
+        h.verifier.keyReadiness.riscConfiguration = risc
+        let answer = h.request("GET", "/readyz")
+        #expect(answer.status == (databaseUp ? 200 : 503))
+        #expect(answer.json["warnings"] as? [String] == ["risc_configuration_mismatch"])
+        let text = h.request("GET", "/metrics").text
+        for line in ["tokensignin_risc_configuration_mismatch 1", "tokensignin_risc_configuration_separate_keys 1",
+                     "tokensignin_risc_configuration_checks_total 3", "tokensignin_risc_configuration_check_failures_total 1",
+                     "# TYPE tokensignin_risc_configuration_checks_total counter"] {
+            #expect(text.contains(line + "\n"), "\(line)")
+        }
+        h.verifier.keyReadiness.riscConfiguration = RiscConfigurationMonitor.Status()
+        #expect(h.request("GET", "/readyz").json["warnings"] == nil)
+        #expect(h.request("GET", "/metrics").text.contains("tokensignin_risc_configuration_mismatch 0\n"))
+        h.verifier.keyReadiness.riscConfiguration = nil
+        #expect(!h.request("GET", "/metrics").text.contains("tokensignin_risc_configuration"))
+    }
+
     @Test func metricsCountRequestsRefusalsAndTimesAndReadTheGauges() throws {
         let h = try RouteHarness()
         let token = try h.session()
@@ -727,9 +753,16 @@ extension Response {
 @Suite struct SecurityEventRouteTests {
     static let google = "https://accounts.google.com/"
 
-    static func set(_ events: [SecurityEvent], jti: String = "jti-1", iat: Int64 = 1_800_000_500) -> VerifiedSecurityEvent {
-        VerifiedSecurityEvent(jti: jti, issuer: google, audience: "1234567890-web.apps.googleusercontent.com", issuedAt: iat,
-                              expiresAt: nil, keyID: "kid", events: events)
+    static func set(_ events: [SecurityEvent], jti: String = "jti-1", iat: Int64 = 1_800_000_500, ahead: Int64? = nil) -> AcceptedSecurityEvent {
+        .verified(VerifiedSecurityEvent(jti: jti, issuer: google, audience: "1234567890-web.apps.googleusercontent.com", issuedAt: iat,
+                                        expiresAt: nil, keyID: "kid", events: events, issuedAheadBy: ahead))
+    }
+
+    static func unparsed(jti: String = "jti-u", type: String = SecurityEvent.accountDisabled, iat: Int64? = 1_800_000_500,
+                         claims: String = #"{"events":{"x":{"reason":1}}}"#) -> AcceptedSecurityEvent {
+        .unparsed(UnparsedSecurityEvent(jti: jti, issuer: google, audience: "1234567890-web.apps.googleusercontent.com", type: type,
+                                        issuedAt: iat, keyID: "kid", claimsJSON: claims,
+                                        reason: IDTokenError(.badEvents, "event member reason is not a string")))
     }
 
     static func revoked(_ sub: String, issuer: String = google) -> SecurityEvent {
@@ -767,6 +800,51 @@ extension Response {
         #expect(h.store.events.count == 1)
         #expect(h.request("GET", "/auth/session", headers: ["Authorization": "Bearer \(later)"]).status == 200)
         #expect(h.log.last?.contains("events=sessions-revoked:duplicate") == true)
+    }
+
+    /// Item 9: an `iat` ahead of our clock beyond the skew is applied as sent, with a warning that says how far ahead.
+    @Test func aSETIssuedAheadOfOurClockIs202AndAppliedWithAWarning() throws {
+        let h = try RouteHarness()
+        let session = try h.session("ada")
+        h.verifier.events["set"] = .success(Self.set([Self.revoked("ada")], iat: 1_800_000_600, ahead: 600))
+        let answer = Self.post(h, "set")
+        #expect(answer.status == 202)
+        #expect(h.store.events.map(\.outcome) == ["sessions_revoked"] && h.store.events.first?.issuedAt == 1_800_000_600)
+        #expect(h.request("GET", "/auth/session", headers: ["Authorization": "Bearer \(session)"]).status == 401)
+        let warning = try #require(h.log.first { $0.contains("event=security_event_issued_in_future") })
+        #expect(warning == "level=warn event=security_event_issued_in_future jti=jti-1 iat=1800000600 now=1800000000 skew_seconds=600")
+    }
+
+    /// Item 10: a SET signed for us whose claims cannot be read is recorded as it came, applied to nobody, counted and
+    /// answered 202 (Google would not redeliver it after a 400); a redelivery is recorded once.
+    @Test func anUnparsedSETIsRecordedWith202AndChangesNoUser() throws {
+        let h = try RouteHarness()
+        let session = try h.session("ada")
+        h.verifier.events["set"] = .success(Self.unparsed())
+        let answer = Self.post(h, "set")
+        #expect(answer.status == 202 && answer.body.isEmpty)
+        #expect(h.store.events.count == 1)
+        let row = try #require(h.store.events.first)
+        #expect(row.jti == "jti-u" && row.type == SecurityEvent.accountDisabled && row.outcome == "unparsed" && row.userID == nil)
+        #expect(row.claims == #"{"events":{"x":{"reason":1}}}"# && row.unparsedReason == "bad_events: event member reason is not a string")
+        #expect(h.request("GET", "/auth/session", headers: ["Authorization": "Bearer \(session)"]).status == 200)
+        #expect(h.log.contains("level=warn event=security_event_unparsed jti=jti-u type=account-disabled reason=bad_events detail=\"event member reason is not a string\" outcome=unparsed"), "\(h.log)")
+        let line = try #require(h.log.last)
+        #expect(line.contains("route=risc") && line.contains("status=202") && line.contains("events=account-disabled:unparsed")
+                && line.contains("unparsed=bad_events"))
+        #expect(h.request("GET", "/metrics").text.contains(
+            #"tokensignin_security_events_total{type="\#(SecurityEvent.accountDisabled)",outcome="unparsed"} 1"#))
+        #expect(Self.post(h, "set").status == 202)
+        #expect(h.store.events.count == 1 && h.log.last?.contains("events=account-disabled:duplicate") == true)
+    }
+
+    /// An unparsed SET meets our outages as a verified one does: 503, so that Google redelivers it.
+    @Test func anUnparsedSETDuringAnOutageIs503() throws {
+        let h = try RouteHarness()
+        h.verifier.events["set"] = .success(Self.unparsed())
+        h.store.nextError = StoreError(.connectionFailed, "down")
+        let answer = Self.post(h, "set")
+        #expect(answer.status == 503 && answer.header("Retry-After") == "2" && h.store.events.isEmpty)
     }
 
     @Test func aSubjectIssuedByAnotherIssuerNamesNoUserHere() throws {
