@@ -38,10 +38,7 @@ struct RiscCommands {
                                                                          "--state": .value, "--api": .value])
             guard options.positionals.isEmpty else { throw CommandError(.usage, "unexpected argument \(options.positionals[0])") }
             guard let keyFile = options.value("--service-account") else { throw CommandError(.usage, "--service-account FILE is required") }
-            var problem: String?
-            guard let client = RiscClient(api: options.value("--api") ?? RiscClient.defaultAPI, problem: &problem) else {
-                throw CommandError(.usage, "--api: \(problem ?? "not a URL")")
-            }
+            let client = try Self.client(api: options.value("--api"))
             let request: Request
             switch verb {
             case "configure":
@@ -150,6 +147,16 @@ struct RiscCommands {
             io.out("risc disable: Google sends the receiver no security events until risc enable")
         }
         return ExitCode.ok
+    }
+
+    /// Where the service account's bearer token goes: Google's RISC API, or the `--api` the operator gave, which must
+    /// be `https://` (or `http://` to a loopback host, for tests) without user information: never anywhere else.
+    static func client(api: String?) throws(CommandError) -> RiscClient {
+        var problem: String?
+        guard let client = RiscClient(api: api ?? RiscClient.defaultAPI, problem: &problem) else {
+            throw CommandError(.usage, "--api: \(problem ?? "not a URL")")
+        }
+        return client
     }
 
     /// `https://host[:port]/path`: what Google can deliver to.

@@ -1,5 +1,6 @@
 // `tokensignin risc configure|verify|status|enable|disable|show` against a local server standing in for Google's RISC API: the
 // self-signed JWT (signature and claims), the request bodies, and every exit code.
+@testable import Commands
 import Foundation
 @testable import GoogleKeys
 @testable import IDToken
@@ -139,6 +140,13 @@ import Testing
         #expect(run.err.first?.contains("is readable by other users (mode 644)") == true, "\(run.err)")
     }
 
+    /// The bearer token goes to Google's RISC API unless --api names another place explicitly.
+    @Test func withoutAnAPITheBearerGoesOnlyToGooglesRiscAPI() throws {
+        #expect(try RiscCommands.client(api: nil).api == "https://risc.googleapis.com")
+        #expect(try RiscCommands.client(api: "https://risc.example/").api == "https://risc.example")
+        #expect(try RiscCommands.client(api: "http://127.0.0.1:9").api == "http://127.0.0.1:9")
+    }
+
     /// (arguments, what the message says) — every one a usage error (exit 2) that calls nobody.
     @Test(arguments: [
         (["risc"], "risc needs configure, verify, status, enable, disable or show"),
@@ -155,6 +163,10 @@ import Testing
         (["risc", "verify", "--service-account", "KEY"], "--state STRING"),
         (["risc", "status", "--service-account", "KEY", "--state", "x"], "risc status takes only"),
         (["risc", "status", "--service-account", "KEY", "--api", "http://google.example"], "--api: http:// is allowed only to a loopback host"),
+        (["risc", "status", "--service-account", "KEY", "--api", "http://10.0.0.1:8080"], "--api: http:// is allowed only to a loopback host"),
+        (["risc", "status", "--service-account", "KEY", "--api", "ftp://risc.googleapis.com"], "--api:"),
+        (["risc", "status", "--service-account", "KEY", "--api", "https://user:secret@risc.example"], "--api:"),
+        (["risc", "status", "--service-account", "KEY", "--api", "risc.googleapis.com"], "--api:"),
         (["risc", "status", "--service-account", "KEY", "--bogus", "1"], "unknown option '--bogus'"),
     ])
     func badArgumentsAreUsageErrors(arguments: [String], message: String) throws {
