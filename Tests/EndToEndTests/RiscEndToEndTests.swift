@@ -93,6 +93,29 @@ struct SecurityEventToken {
         _ = try signedIn(sub, iat: Int(Date().timeIntervalSince1970) + 1)
     }
 
+    /// Events about an account that has never signed in here are applied by its first sign-in: a token issued before
+    /// a revocation opens nothing (and creates the user refused), a hijacking blocks until a newer enable.
+    @Test func eventsAboutAnAccountNotYetKnownApplyAtItsFirstSignIn() throws {
+        let now = Int(Date().timeIntervalSince1970)
+        let revokedSub = "300000000000000000901", hijackedSub = "300000000000000000902"
+        #expect(try post(try set(SecurityEventToken.event("sessions-revoked", sub: revokedSub), iat: now - 60).signed(by: stack)).status == 202)
+        #expect(try post(try set(SecurityEventToken.event("account-disabled", sub: hijackedSub, reason: "hijacking"), iat: now - 60)
+            .signed(by: stack)).status == 202)
+        #expect(try events(revokedSub).map { $0[1] } == ["unknown_user"] && events(hijackedSub).map { $0[1] } == ["unknown_user"])
+
+        let old = try stack.signIn(try stack.token(sub: revokedSub, iat: now - 120))
+        #expect(old.status == 401 && old.errorCode == "invalid_token", "\(old)")
+        #expect(try stack.count("signin.sign_ins WHERE google_sub = '\(revokedSub)' AND reason = 'id_token_revoked'") == 1)
+        #expect(try stack.count("signin.sessions s JOIN signin.users u ON u.id = s.user_id WHERE u.google_sub = '\(revokedSub)'") == 0)
+        _ = try signedIn(revokedSub, iat: now - 10)
+
+        let blocked = try stack.signIn(try stack.token(sub: hijackedSub))
+        #expect(blocked.status == 403 && blocked.errorCode == "access_denied", "\(blocked)")
+        #expect(try stack.count("signin.flagged_users WHERE google_sub = '\(hijackedSub)' AND google_sign_in_blocked_at IS NOT NULL") == 1)
+        #expect(try post(try set(SecurityEventToken.event("account-enabled", sub: hijackedSub), iat: now - 5).signed(by: stack)).status == 202)
+        _ = try signedIn(hijackedSub)
+    }
+
     @Test func hijackingBlocksSignInUntilANewerEnable() throws {
         let sub = "300000000000000000201"
         let session = try signedIn(sub)
