@@ -53,7 +53,7 @@ let package = Package(
         .target(name: "TestSupport", dependencies: ["Store", "IDToken", "Sessions", "Logging"], path: "Tests/TestSupport", swiftSettings: strict),
         .testTarget(name: "StoreTests", dependencies: ["Store", "TestSupport"], swiftSettings: strict),
         .testTarget(name: "FastCGITests", dependencies: ["FastCGI", "Threads", "TestSupport"], swiftSettings: strict),
-        .testTarget(name: "SessionsTests", dependencies: ["Sessions", "Commands", "Store", "IDToken", "Logging", "TestSupport"],
+        .testTarget(name: "SessionsTests", dependencies: ["Sessions", "Commands", "Store", "IDToken", "Logging", "Threads", "TestSupport"],
                     swiftSettings: strict),
         .testTarget(name: "SignInTests", dependencies: ["SignIn", "Commands", "Sessions", "Store", "IDToken", "GoogleKeys", "FastCGI", "Logging",
                                                         "TestSupport"], swiftSettings: strict),

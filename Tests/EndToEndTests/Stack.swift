@@ -105,9 +105,13 @@ final class Stack: @unchecked Sendable {
     /// systemd socket activation does.
     enum Launch { case listen, spawnFCGI, holder }
     private let launch: Launch
+    /// The stack whose database and keys this one shares (a second responder of one site); nil: its own.
+    private let peerOf: Stack?
 
+    /// `peerOf`: another stack whose database and key set this one uses, with a responder and an nginx of its own
+    /// (two responder hosts of one deployment).
     init(_ name: String, environment: [String: String] = [:], postgres: [String: String] = [:],
-         launch: Launch = .listen, rateLimit: Bool = false) throws {
+         launch: Launch = .listen, rateLimit: Bool = false, peerOf: Stack? = nil) throws {
         guard ProcessInfo.processInfo.environment["PGHOST"] != nil else {
             throw StackError("end-to-end tests need the test cluster: run them with `make test`")
         }
@@ -116,22 +120,27 @@ final class Stack: @unchecked Sendable {
         directory = URL(fileURLWithPath: root).appendingPathComponent("e2e-\(name)-\(getpid())")
         try? FileManager.default.removeItem(at: directory)
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        database = "e2e_\(name.lowercased())_\(getpid())"
+        database = peerOf?.database ?? "e2e_\(name.lowercased())_\(getpid())"
         port = Self.randomPorts()
         siteOrigin = "https://127.0.0.1:\(port)"
         extraEnvironment = environment
-        self.postgres = postgres
+        self.postgres = peerOf?.postgres ?? postgres
         self.launch = launch
+        self.peerOf = peerOf
 
-        try psql("DROP DATABASE IF EXISTS \(database)", database: "postgres")
-        try psql("CREATE DATABASE \(database)", database: "postgres")
-        let migrate = try run(Paths.binary, ["migrate"], environment: databaseEnvironment)
-        guard migrate.status == 0 else { throw StackError("migrate failed: \(migrate.stderr)") }
+        if let peerOf {
+            kid = peerOf.kid
+        } else {
+            try psql("DROP DATABASE IF EXISTS \(database)", database: "postgres")
+            try psql("CREATE DATABASE \(database)", database: "postgres")
+            let migrate = try run(Paths.binary, ["migrate"], environment: databaseEnvironment)
+            guard migrate.status == 0 else { throw StackError("migrate failed: \(migrate.stderr)") }
 
-        let keys = directory.appendingPathComponent("keys").path
-        let keygen = try run(Paths.binary, ["dev", "keygen", "--out", keys])
-        guard keygen.status == 0 else { throw StackError("keygen failed: \(keygen.stderr)") }
-        kid = try String(contentsOfFile: keys + "/kid", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+            let keys = directory.appendingPathComponent("keys").path
+            let keygen = try run(Paths.binary, ["dev", "keygen", "--out", keys])
+            guard keygen.status == 0 else { throw StackError("keygen failed: \(keygen.stderr)") }
+            kid = try String(contentsOfFile: keys + "/kid", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        }
 
         try startServer()
         let nginx = try run(Paths.script("nginx-local"), ["start", directory.appendingPathComponent("nginx").path, String(port), socketPath],
@@ -152,8 +161,8 @@ final class Stack: @unchecked Sendable {
     }
 
     var socketPath: String { directory.appendingPathComponent("fcgi.sock").path }
-    var keyPath: String { directory.appendingPathComponent("keys/dev-signing-key.pem").path }
-    var jwksPath: String { directory.appendingPathComponent("keys/dev-jwks.json").path }
+    var keyPath: String { (peerOf?.directory ?? directory).appendingPathComponent("keys/dev-signing-key.pem").path }
+    var jwksPath: String { (peerOf?.directory ?? directory).appendingPathComponent("keys/dev-jwks.json").path }
     var logPath: String { directory.appendingPathComponent("tokensignin.log").path }
     var holderStatusPath: String { directory.appendingPathComponent("holder.status").path }
 
@@ -249,7 +258,7 @@ final class Stack: @unchecked Sendable {
     func shutdown() {
         _ = try? run(Paths.script("nginx-local"), ["stop", directory.appendingPathComponent("nginx").path])
         stopServer()
-        _ = try? psql("DROP DATABASE IF EXISTS \(database) WITH (FORCE)", database: "postgres")
+        if peerOf == nil { _ = try? psql("DROP DATABASE IF EXISTS \(database) WITH (FORCE)", database: "postgres") }
     }
 
     deinit { shutdown() }
