@@ -10,7 +10,11 @@ RUN_DIR      ?= $(CURDIR)/.run
 FUZZ_SECONDS ?= 60
 DEBIAN_PACKAGES = libfcgi-dev libfcgi-bin libssl-dev openssl libpq-dev libcurl4-openssl-dev ca-certificates \
                   postgresql postgresql-contrib nginx-light spawn-fcgi wrk pkg-config curl python3 python3-venv \
-                  binutils dpkg-dev systemd systemd-container strace pgbouncer
+                  binutils dpkg-dev systemd systemd-container strace pgbouncer \
+                  prometheus python3-yaml
+# prometheus: promtool and the server the monitoring tests run privately on a port of their own (on a host with
+# systemd the package also starts its service on 9090, and its recommended node exporter on 9100: the tests never
+# use them). python3-yaml: the tests read the rules' YAML.
 # The tests' Python packages from PyPI (Tests/requirements.txt: Prometheus' text parser, Selenium and pytest for
 # the browser tests), pinned, in a private venv under .build.
 VENV          = .build/venv
