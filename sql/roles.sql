@@ -127,6 +127,16 @@ BEGIN
         EXECUTE format('ALTER ROUTINE %s OWNER TO %I', object.name, owner);
         RAISE NOTICE '% now belongs to %', object.name, owner;
     END LOOP;
+    -- Domains and composite types (015); a table's row type and an array type follow their table and element.
+    FOR object IN
+        SELECT t.oid::regtype AS name, t.typtype FROM pg_type t
+         WHERE t.typnamespace = 'signin'::regnamespace AND t.typowner <> owner::regrole
+           AND (t.typtype = 'd' OR (t.typtype = 'c' AND (SELECT c.relkind FROM pg_class c WHERE c.oid = t.typrelid) = 'c'))
+    LOOP
+        EXECUTE format('ALTER %s %s OWNER TO %I', CASE object.typtype WHEN 'd' THEN 'DOMAIN' ELSE 'TYPE' END,
+                       object.name, owner);
+        RAISE NOTICE '% now belongs to %', object.name, owner;
+    END LOOP;
 END
 $$;
 

@@ -21,77 +21,20 @@ package enum Queries {
         """
     }
 
-    /// One sign-in in one round trip: upsert the user on google_sub, open a session unless the account is
-    /// disabled or its Google sign-in is blocked, revoke the user's least recently used sessions beyond the
-    /// limit (idle ones first: they count, since a longer idle timeout would bring them back), and
-    /// write the audit row. A single statement is a single transaction, and ON CONFLICT makes concurrent first
-    /// sign-ins of one user race-free (they also queue on the user's row, so the limit holds but for races).
-    /// A token issued before Google revoked the account's sessions opens none. A user's first sign-in applies what
-    /// `signin.security_events` holds for that sub from before (events about an account not yet known here), in the
-    /// same statement, so no event can race it. One row: user_id, created,
-    /// refusal (NULL on success), session_id, expires_at (epoch).
+    /// One sign-in in one round trip: `signin.sign_in` (sql/015) creates or updates the user keyed by google_sub,
+    /// opens a session unless the account is disabled, its Google sign-in blocked or the token issued before
+    /// Google revoked its sessions, revokes the least recently used sessions beyond the limit, and writes the
+    /// audit row, all in the caller's transaction. A returning account whose claims are unchanged is one INSERT
+    /// there; a user's first sign-in applies what `signin.security_events` holds for that sub from before.
+    /// Concurrent first sign-ins of one account make one user. One row: user_id, created, refusal (NULL on
+    /// success), session_id, expires_at (epoch).
     static let signIn = TypedStatement<SignInArguments>(name: "sign_in", """
-        WITH pending AS (
-            SELECT max(e.issued_at) FILTER (WHERE e.event_type IN (\(literal: SecurityEvent.sessionsRevoked), \(literal: SecurityEvent.tokensRevoked))
-                                               OR (e.event_type = \(literal: SecurityEvent.accountDisabled) AND e.reason = 'hijacking')) AS revoked,
-                   max(e.issued_at) FILTER (WHERE e.event_type = \(literal: SecurityEvent.accountDisabled)
-                                               AND e.reason IS DISTINCT FROM 'bulk-account') AS disabled,
-                   max(e.issued_at) FILTER (WHERE e.event_type = \(literal: SecurityEvent.accountEnabled)) AS enabled,
-                   (array_agg(CASE WHEN e.event_type = \(literal: SecurityEvent.accountCredentialChangeRequired)
-                                   THEN 'credential-change-required' ELSE 'bulk-account' END ORDER BY e.issued_at DESC)
-                      FILTER (WHERE e.event_type = \(literal: SecurityEvent.accountCredentialChangeRequired)
-                                 OR (e.event_type = \(literal: SecurityEvent.accountDisabled) AND e.reason = 'bulk-account')))[1] AS flag
-              FROM signin.security_events e
-             WHERE e.subject_sub = \(\.token.subject) AND e.user_id IS NULL
-        ), first AS (
-            SELECT p.revoked, p.enabled, p.flag,
-                   CASE WHEN p.disabled > coalesce(p.enabled, '-infinity') THEN p.disabled END AS blocked
-              FROM pending p
-        ), u AS (
-            INSERT INTO signin.users AS u
-                   (google_sub, email, email_verified, name, given_name, family_name, picture, locale,
-                    hosted_domain, last_sign_in_at, id_tokens_invalid_before, google_sign_in_blocked_at,
-                    google_account_enabled_at, flagged_at, flagged_reason)
-            SELECT \(\.token.subject), \(\.token.email), coalesce(\(\.token.emailVerified)::boolean, false), \(\.token.name), \(\.token.givenName), \(\.token.familyName), \(\.token.picture), \(\.token.locale), \(\.token.hostedDomain),
-                   CASE WHEN f.blocked IS NULL AND (f.revoked IS NULL OR f.revoked <= to_timestamp(\(\.token.issuedAt)::bigint))
-                        THEN now() END,
-                   f.revoked, f.blocked, f.enabled, CASE WHEN f.flag IS NOT NULL THEN now() END, f.flag
-              FROM first f
-            ON CONFLICT (google_sub) DO UPDATE
-               SET email = EXCLUDED.email, email_verified = EXCLUDED.email_verified, name = EXCLUDED.name,
-                   given_name = EXCLUDED.given_name, family_name = EXCLUDED.family_name,
-                   picture = EXCLUDED.picture, locale = EXCLUDED.locale, hosted_domain = EXCLUDED.hosted_domain,
-                   updated_at = now(),
-                   last_sign_in_at = CASE WHEN u.disabled_at IS NULL AND u.google_sign_in_blocked_at IS NULL
-                                               AND (u.id_tokens_invalid_before IS NULL
-                                                    OR u.id_tokens_invalid_before <= to_timestamp(\(\.token.issuedAt)::bigint))
-                                          THEN now() ELSE u.last_sign_in_at END
-            RETURNING u.id, u.google_sub, (u.xmax = 0) AS created,
-                      CASE WHEN u.disabled_at IS NOT NULL THEN 'account_disabled'
-                           WHEN u.google_sign_in_blocked_at IS NOT NULL THEN 'google_sign_in_blocked'
-                           WHEN u.id_tokens_invalid_before > to_timestamp(\(\.token.issuedAt)::bigint) THEN 'id_token_revoked'
-                      END AS refusal
-        ), s AS (
-            INSERT INTO signin.sessions (user_id, token_hash, expires_at, client_id, user_agent, ip)
-            SELECT u.id, decode(\(\.session.tokenHash), 'hex'), date_trunc('second', now() + \(\.lifetime)::interval), \(\.session.clientID),
-                   left(\(\.session.userAgent), 1024), \(\.session.ip)::inet
-              FROM u
-             WHERE u.refusal IS NULL
-            RETURNING id, expires_at
-        ), capped AS (
-            UPDATE signin.sessions t SET revoked_at = now(), revoked_reason = 'session_limit'
-             WHERE t.id IN (SELECT o.id FROM signin.sessions o JOIN u ON o.user_id = u.id
-                             WHERE u.refusal IS NULL AND o.revoked_at IS NULL AND o.expires_at > now()
-                             ORDER BY o.last_seen_at DESC, o.id DESC OFFSET greatest(\(\.maxSessions)::int - 1, 0))
-            RETURNING t.id
-        ), audit AS (
-            INSERT INTO signin.sign_ins (user_id, google_sub, outcome, reason, client_id, ip, user_agent, session_id)
-            SELECT u.id, u.google_sub, CASE WHEN u.refusal IS NULL THEN 'success' ELSE 'failure' END, u.refusal,
-                   \(\.session.clientID), \(\.session.ip)::inet, left(\(\.session.userAgent), 1024), s.id
-              FROM u LEFT JOIN s ON true
-        )
-        SELECT u.id, u.created, u.refusal, s.id, extract(epoch FROM s.expires_at)::bigint
-          FROM u LEFT JOIN s ON true
+        SELECT user_id, created, refusal, session_id, expires_at
+          FROM signin.sign_in(\(\.token.subject), \(\.token.email), \(\.token.emailVerified)::boolean, \(\.token.name),
+                              \(\.token.givenName), \(\.token.familyName), \(\.token.picture), \(\.token.locale),
+                              \(\.token.hostedDomain), \(\.token.issuedAt)::bigint, decode(\(\.session.tokenHash), 'hex'),
+                              \(\.lifetime)::interval, \(\.session.clientID), \(\.session.userAgent), \(\.session.ip)::inet,
+                              \(\.maxSessions)::int)
         """)
 
     /// The readiness probe's round trip.

@@ -105,13 +105,6 @@ public struct SQLTemplate<Arguments>: ExpressibleByStringInterpolation, Sendable
             template.pieces.append(.parameter(template.number(of: SQLTemplate.binding(keyPath))))
         }
 
-        /// A constant of the code (an event type URI) as a quoted SQL string literal, quotes doubled: written into the
-        /// statement once, when it is built, so the SQL names it by the constant rather than repeating its text.
-        public mutating func appendInterpolation(literal value: String) {
-            precondition(!value.utf8.contains(0), "a SQL literal cannot hold NUL")
-            template.append("'" + value.replacing("'", with: "''") + "'", checked: false)
-        }
-
         /// A fragment of the same arguments: its text, its key paths numbered with this template's.
         public mutating func appendInterpolation(_ fragment: SQLTemplate<Arguments>) {
             for piece in fragment.pieces {
@@ -125,9 +118,8 @@ public struct SQLTemplate<Arguments>: ExpressibleByStringInterpolation, Sendable
 
     private init() {}
 
-    /// `checked`: refuse a `$n` in `text` (a literal's quoted text may hold one; it is not a parameter).
-    private mutating func append(_ text: String, checked: Bool = true) {
-        precondition(!checked || !Self.holdsNumberedParameter(text),
+    private mutating func append(_ text: String) {
+        precondition(!Self.holdsNumberedParameter(text),
                      "a typed statement numbers its own parameters: interpolate a key path instead of a $n in \(text)")
         if case .text(let before) = pieces.last {
             pieces[pieces.count - 1] = .text(before + text)

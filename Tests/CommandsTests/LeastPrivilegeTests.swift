@@ -257,6 +257,7 @@ func sqlState(_ connection: Connection, _ sql: String) -> String? {
             SELECT DISTINCT pg_get_userbyid(relowner) FROM pg_class WHERE relnamespace = 'signin'::regnamespace
             UNION SELECT pg_get_userbyid(nspowner) FROM pg_namespace WHERE nspname = 'signin'
             UNION SELECT pg_get_userbyid(proowner) FROM pg_proc WHERE pronamespace = 'signin'::regnamespace
+            UNION SELECT pg_get_userbyid(typowner) FROM pg_type WHERE typnamespace = 'signin'::regnamespace
             UNION SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = current_database()
             """)
         #expect(owners.count == 1 && owners[0, 0] == db.owner)
