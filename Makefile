@@ -11,10 +11,13 @@ FUZZ_SECONDS ?= 60
 DEBIAN_PACKAGES = libfcgi-dev libfcgi-bin libssl-dev openssl libpq-dev libcurl4-openssl-dev ca-certificates \
                   postgresql postgresql-contrib nginx-light spawn-fcgi wrk pkg-config curl python3 python3-venv \
                   binutils dpkg-dev systemd systemd-container strace pgbouncer \
-                  prometheus python3-yaml
+                  prometheus patroni etcd-server etcd-client haproxy python3-psycopg2 python3-cryptography python3-yaml
 # prometheus: promtool and the server the monitoring tests run privately on a port of their own (on a host with
 # systemd the package also starts its service on 9090, and its recommended node exporter on 9100: the tests never
-# use them). python3-yaml: the tests read the rules' YAML.
+# use them). python3-yaml: the tests read the rules' YAML. `make test-ha` runs its own etcd, Patroni nodes and
+# HAProxy under .run/ha on loopback ports of its own (scripts/ha-cluster); the system services these packages bring
+# (etcd on 2379, haproxy, patroni, which waits for an /etc/patroni/config.yml) are neither used nor in its way, and
+# left as Debian installs them.
 # The tests' Python packages from PyPI (Tests/requirements.txt: Prometheus' text parser, Selenium and pytest for
 # the browser tests), pinned, in a private venv under .build.
 VENV          = .build/venv
@@ -62,7 +65,7 @@ RUN_AS       ?= $(if $(ENV_FILE),$(if $(filter 0,$(shell id -u)),$(SERVICE_USER)
 MIGRATE_AS   ?= $(if $(ENV_FILE),$(if $(filter 0,$(shell id -u)),postgres))
 MIGRATE_ROLE ?= $(if $(ENV_FILE),tokensignin_owner)
 
-.PHONY: help deps build test test-ops test-browser test-faults fuzz run restart stop bench clean dist install install-files \
+.PHONY: help deps build test test-ops test-browser test-faults test-ha fuzz run restart stop bench clean dist install install-files \
         install-config uninstall deb migrate prune test-deploy
 
 help: ## list the targets
@@ -112,6 +115,10 @@ test-faults: deps ## faults under load through nginx: restarts drop nothing, che
 	@mkdir -p .build; set -o pipefail; \
 	scripts/with-test-db $(SWIFT) test --skip-build --no-parallel --filter "RestartEndToEndTests|IsolationEndToEndTests" 2>&1 | tee .build/test-faults.log; status=$$?; \
 	scripts/test-summary .build/test-faults.log; exit $$status
+
+test-ha: deps ## Patroni HA under load: switchover, kill -9 of the leader's postmaster, its Patroni stopped; both layouts
+	$(SWIFT) build --product tokensignin
+	@mkdir -p .build; set -o pipefail; scripts/test-ha 2>&1 | tee .build/test-ha.log
 
 fuzz: deps ## run each fuzz target in Fuzz/ for FUZZ_SECONDS (60) with libFuzzer and ASan; fails on a crash
 	FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz

@@ -16,6 +16,9 @@ package final class PostgresStore: SessionStore, SecurityEventStore {
     /// Called each time a lost connection is re-established (the responder counts them in `/metrics`).
     private let onReconnect: (@Sendable () -> Void)?
     private var connection: Connection?
+    /// Set once a connection turned out read-only when the conninfo names several hosts and leaves
+    /// `target_session_attrs` at `any`: the conninfo asking libpq for a writable server from then on (`dropReadOnly`).
+    private var writableConninfo: String?
     /// Whether this store writes its policy into `signin.service_settings` (the responder's stores do; an operator
     /// command's must not, or a command run with another environment would change what the service is judged by).
     private let recordsSettings: Bool
@@ -46,6 +49,10 @@ package final class PostgresStore: SessionStore, SecurityEventStore {
     /// Connection failures are logged with libpq's message, at most once per interval for the whole process
     /// (every worker fails alike while the database is down).
     package static let connectFailureLog = RateLimit(interval: .seconds(10))
+
+    /// A read-only server met (a standby, or a database set read-only) is logged at most once per interval for the
+    /// whole process (every worker meets it alike).
+    package static let readOnlyLog = RateLimit(interval: .seconds(10))
 
     /// How often each worker writes its settings again: after a restore, a failover or a migrate that created the
     /// table while the service ran, `signin.service_settings` says the right thing again within this interval.
@@ -172,8 +179,18 @@ package final class PostgresStore: SessionStore, SecurityEventStore {
         return revoked > 0 ? .revoked(by: by) : .notFound
     }
 
+    /// `/readyz`'s round trip. Throws what any statement would when the database does not answer; when it answers
+    /// read-only (a standby: `pg_is_in_recovery()`; or `default_transaction_read_only`), drops this worker's
+    /// connection, so the next statement connects again (`dropReadOnly`), and throws SQLSTATE 25006, as a write
+    /// there would (`StoreError.isReadOnlyServer`).
     package func ping() throws {
-        try run(Queries.ping, [])
+        let (inRecovery, readOnly) = try run(Queries.readiness, []).decode(row: 0, as: Bool.self, Bool.self)
+        guard inRecovery || readOnly else { return }
+        let error = StoreError(.connectionLost, sqlState: StoreError.readOnlySQLState,
+                               inRecovery ? "the server is a standby (in recovery)"
+                                          : "the server's transactions are read-only (default_transaction_read_only)")
+        dropReadOnly(error, operation: "ping")
+        throw error
     }
 
     // MARK: SecurityEventStore
@@ -219,9 +236,15 @@ package final class PostgresStore: SessionStore, SecurityEventStore {
     /// `run` for a batch (`Connection.executeBatch`): a lost connection is re-established and the batch run once more.
     private func runBatch<Arguments>(_ statement: TypedStatement<Arguments>, _ batch: [Arguments],
                                      waitsOnRows: Bool = false) throws(StoreError) -> [Result<Rows, StoreError>] {
-        try onceMore(statement.name) { (connection) throws(StoreError) -> [Result<Rows, StoreError>] in
+        let results = try onceMore(statement.name) { (connection) throws(StoreError) -> [Result<Rows, StoreError>] in
             try connection.executeBatch(statement, batch, waitsOnRows: waitsOnRows)
         }
+        // A batch's items fail one by one (each a 503) rather than throwing: a read-only server is let go here.
+        for case .failure(let error) in results where error.isReadOnlyServer {
+            dropReadOnly(error, operation: statement.name)
+            break
+        }
+        return results
     }
 
     /// Runs `body` in one transaction (rolled back when it throws); a connection lost before the commit is
@@ -236,10 +259,46 @@ package final class PostgresStore: SessionStore, SecurityEventStore {
         do {
             return try call(database())
         } catch where error.code == .connectionLost {
-            log.warning("database_reconnect", ["operation": operation, "sqlstate": error.sqlState])
+            if error.isReadOnlyServer {
+                dropReadOnly(error, operation: operation)
+            } else {
+                log.warning("database_reconnect", ["operation": operation, "sqlstate": error.sqlState])
+            }
             onReconnect?()
             return try call(database())
         }
+    }
+
+    /// Lets go of a connection that turned out read-only (after a failover: the old primary, now a standby, or a
+    /// standby libpq picked), so the next call connects again. libpq takes the first host of a multi-host conninfo
+    /// that accepts a connection, which may be the same standby: when the conninfo names several hosts and leaves
+    /// `target_session_attrs` at `any`, every later connection of this worker asks for a writable one
+    /// (`target_session_attrs=read-write` after the operator's conninfo). With one host, it connects to it again.
+    private func dropReadOnly(_ error: StoreError, operation: String) {
+        if let connection, writableConninfo == nil, Self.picksAnyOfSeveralHosts(connection) {
+            writableConninfo = Self.requiringReadWrite(conninfo)
+        }
+        connection = nil
+        if let suppressed = Self.readOnlyLog.admit() {
+            log.warning("database_read_only", ["operation": operation, "sqlstate": error.sqlState, "detail": error.detail,
+                                               "next": writableConninfo == nil ? "reconnect" : "reconnect_read_write",
+                                               "suppressed": suppressed > 0 ? String(suppressed) : nil])
+        }
+    }
+
+    /// Whether libpq chose this connection's server among several hosts without asking for a writable one.
+    private static func picksAnyOfSeveralHosts(_ connection: Connection) -> Bool {
+        let hosts = connection.setting("host").flatMap { $0.isEmpty ? nil : $0 } ?? connection.setting("hostaddr") ?? ""
+        return hosts.split(separator: ",").count > 1 && (connection.setting("target_session_attrs") ?? "any") == "any"
+    }
+
+    /// `conninfo` (a URL, `key=value` pairs, or "" for libpq's PG* variables) with `target_session_attrs=read-write`
+    /// after everything it says: libpq keeps the last value of a parameter named twice.
+    static func requiringReadWrite(_ conninfo: String) -> String {
+        if conninfo.hasPrefix("postgresql://") || conninfo.hasPrefix("postgres://") {
+            return conninfo + (conninfo.contains("?") ? "&" : "?") + "target_session_attrs=read-write"
+        }
+        return conninfo + " target_session_attrs=read-write"
     }
 
     /// Runs an operator's statement (prepared: prune and revoke --all run theirs batch after batch).
@@ -279,7 +338,7 @@ package final class PostgresStore: SessionStore, SecurityEventStore {
             return connection
         }
         do {
-            let opened = try Connection(conninfo: conninfo, pooler: pooler, responseTimeout: Self.responseTimeout)
+            let opened = try Connection(conninfo: writableConninfo ?? conninfo, pooler: pooler, responseTimeout: Self.responseTimeout)
             connection = opened
             if recordsSettings { recordSettings(opened) }
             return opened
@@ -291,6 +350,15 @@ package final class PostgresStore: SessionStore, SecurityEventStore {
             throw error
         }
     }
+}
+
+extension StoreError {
+    /// SQLSTATE 25006, read_only_sql_transaction: what a write meets on a standby or in a read-only database.
+    package static let readOnlySQLState = "25006"
+
+    /// The server this connection reached may not write (a standby, `default_transaction_read_only`): another
+    /// connection, to the primary, will do.
+    package var isReadOnlyServer: Bool { sqlState == Self.readOnlySQLState }
 }
 
 /// One row of `tokensignin sessions list`: any session of a user, live or not, with its state.

@@ -37,8 +37,12 @@ package enum Queries {
                               \(\.maxSessions)::int)
         """)
 
-    /// The readiness probe's round trip.
-    package static let ping = Statement(name: "ping", sql: "SELECT 1")
+    /// The readiness probe's round trip, and whether this server session may write: a standby answers
+    /// `pg_is_in_recovery()` true, a database or role set `default_transaction_read_only` (or a standby) answers
+    /// `transaction_read_only` on. Columns: in_recovery, read_only.
+    package static let readiness = Statement(name: "readiness", sql: """
+        SELECT pg_is_in_recovery(), current_setting('transaction_read_only')::boolean
+        """)
 
     /// A sign-in refused before the database was involved (bad token, wrong audience, ...), for the audit.
     static let signInFailure = TypedStatement<RefusedSignInArguments>(name: "sign_in_failure", """

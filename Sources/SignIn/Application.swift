@@ -20,6 +20,8 @@ package struct Service: Sendable {
     package var refusalAudit: RefusalAudit
     /// The sessions checks are answered from, when the cache is on.
     package var sessionCache: SessionCache?
+    /// When the responder started and how many `/readyz` answers were not ready (one per process).
+    package var readiness = Readiness()
 
     package init(site: Site, tokens: any TokenVerifying, keySource: KeySource = .google, log: Log, clock: @escaping @Sendable () -> Int64,
                  metrics: Metrics, samples: @escaping @Sendable () -> [Metrics.Sample] = { [] },

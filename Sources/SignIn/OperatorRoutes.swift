@@ -1,29 +1,35 @@
 // GET /readyz and /metrics: what the operators' probes and Prometheus read (`/healthz` is its row in the table).
 import FastCGI
 import GoogleKeys
+import Sessions
 import struct Store.StoreError
 
 extension Application {
-    /// `200` when this worker's database connection answers and a key set is loaded and not stale; `503` with
-    /// the reasons otherwise (never a 200 that a load balancer would trust wrongly). `warnings` lists what an
-    /// operator should look at without taking sign-ins out of the load balancer: a drifted RISC configuration
-    /// (docs/risc.md).
+    /// `200` when this worker's database connection answers and may write, a key set is loaded and not stale, and
+    /// the session cache (when on) can be trusted (`Readiness.trusts`); `503` with the reasons otherwise (never a 200
+    /// that a load balancer would trust wrongly), each counted in `tokensignin_not_ready_total`. A read-only database
+    /// (a standby after a failover) also makes the worker let its connection go, so the next statement looks for the
+    /// primary again (`PostgresStore.ping`). `warnings` lists what an operator should look at without taking
+    /// sign-ins out of the load balancer: a drifted RISC configuration (docs/risc.md).
     func ready() throws -> Response {
-        var reasons: [JSONValue] = []
+        var reasons: [NotReadyReason] = []
         do {
             try store.ping()
         } catch let error as StoreError {
-            reasons.append(.string(error.isRetryable ? "database_unavailable" : "database_fault"))
+            reasons.append(error.isReadOnlyServer ? .databaseReadOnly : error.isRetryable ? .databaseUnavailable : .databaseFault)
         }
         let keys = tokens.keyReadiness
-        if !keys.loaded { reasons.append(.string("keys_not_loaded")) } else if keys.stale { reasons.append(.string("keys_stale")) }
+        if !keys.loaded { reasons.append(.keysNotLoaded) } else if keys.stale { reasons.append(.keysStale) }
+        if let cache = service.sessionCache, !service.readiness.trusts(cache) { reasons.append(.sessionCacheUnusable) }
+        service.readiness.record(reasons)
         // Where the keys come from, so a responder trusting a development key set is seen at once.
         var keySource: [(String, JSONValue)] = [("kind", .string(service.keySource.kind))]
         if service.keySource != .google { keySource.append(("location", .string(service.keySource.location))) }
         let warnings: [(String, JSONValue)] = keys.riscConfiguration?.mismatch == true
             ? [("warnings", .array([.string("risc_configuration_mismatch")]))] : []
         guard reasons.isEmpty else {
-            return .json(status: 503, .object([("status", .string("unavailable")), ("reasons", .array(reasons)),
+            return .json(status: 503, .object([("status", .string("unavailable")),
+                                               ("reasons", .array(reasons.map { .string($0.rawValue) })),
                                                ("key_source", .object(keySource))] + warnings),
                          headers: [("Retry-After", String(Failure.retryAfterDatabase))])
         }
@@ -79,6 +85,7 @@ extension Application {
                                help: "Reads of Google's RISC configuration that failed.", type: "counter", value: Double(risc.failures)),
             ]
         }
+        samples += service.readiness.samples
         let text = metrics.exposition(samples + service.samples())
         return Response(status: 200, headers: [("Content-Type", "text/plain; version=0.0.4; charset=utf-8"),
                                                ("Cache-Control", "no-store")], body: Array(text.utf8))

@@ -51,7 +51,8 @@ final class RouteHarness: @unchecked Sendable {
         return answers
     }()
 
-    init(environment: [String: String] = [:], keySource: KeySource = .google) throws {
+    init(environment: [String: String] = [:], keySource: KeySource = .google, sessionCache: SessionCache? = nil,
+         readiness: Readiness = Readiness()) throws {
         let configuration = try Configuration(environment: [
             "TOKENSIGNIN_CLIENT_IDS": "1234567890-web.apps.googleusercontent.com",
             "TOKENSIGNIN_SITE_ORIGINS": Self.site,
@@ -59,10 +60,12 @@ final class RouteHarness: @unchecked Sendable {
         ].merging(environment) { $1 }, processorCount: 2)
         store = InMemoryStore(policy: configuration.sessionPolicy)
         let lines = self.lines
-        let service = Service(site: configuration.site, tokens: verifier, keySource: keySource, log: Log { lines.append($0) },
+        var service = Service(site: configuration.site, tokens: verifier, keySource: keySource, log: Log { lines.append($0) },
                               clock: { 1_800_000_000 }, metrics: metrics,
                               samples: { [Metrics.Sample(name: "tokensignin_busy_workers", help: "Workers serving a request.",
-                                                         labels: [("lane", "default")], value: 1)] })
+                                                         labels: [("lane", "default")], value: 1)] },
+                              sessionCache: sessionCache)
+        service.readiness = readiness
         app = Application(service: service, store: store)
     }
 
@@ -656,6 +659,7 @@ extension Response {
         (nil, true, false, []),
         (StoreError(.connectionFailed, "down"), true, false, ["database_unavailable"]),
         (StoreError(.permissionDenied, sqlState: "42501", "no"), true, false, ["database_fault"]),
+        (StoreError(.connectionLost, sqlState: "25006", "the server is a standby (in recovery)"), true, false, ["database_read_only"]),
         (nil, false, false, ["keys_not_loaded"]),
         (nil, true, true, ["keys_stale"]),
         (StoreError(.timedOut, sqlState: "57014", "slow"), false, false, ["database_unavailable", "keys_not_loaded"]),
@@ -670,6 +674,52 @@ extension Response {
         #expect(answer.json["status"] as? String == (reasons.isEmpty ? "ready" : "unavailable"))
         #expect((answer.json["reasons"] as? [String] ?? []) == reasons)
         #expect(answer.header("Cache-Control") == "no-store")
+    }
+
+    /// The session cache counts against readiness once it has been unusable for `Readiness.cacheGrace`: since the
+    /// responder started while no heartbeat came back yet, since the last one that came back was sent otherwise.
+    /// (heartbeat that came back: seconds ago, or nil for none; seconds since the start; listener lost since; ready)
+    @Test(arguments: [
+        (nil, 0.0, false, true),        // just started: the first heartbeat takes a moment
+        (nil, 5.0, false, false),       // started long ago and never usable (a listener on a standby)
+        (0.0, 5.0, false, true),        // usable
+        (0.5, 5.0, false, true),        // a few heartbeats late (past the cache's own 100 ms): still ready
+        (2.0, 5.0, false, false),       // late for longer than the grace
+        (0.0, 5.0, true, false),        // the listener lost its connection: nothing comes back until it reconnects
+    ] as [(Double?, Double, Bool, Bool)])
+    func readyzCountsAnUnusableSessionCacheOnlyPastItsGrace(heartbeat: Double?, uptime: Double, lost: Bool, ready: Bool) throws {
+        let cache = SessionCache(capacity: 16, idleTimeout: 3600)
+        if let heartbeat {
+            var now = timespec()
+            clock_gettime(CLOCK_MONOTONIC, &now)  // the cache's clock (Threads.monotonicNanoseconds)
+            cache.confirm(sentAt: UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec) - UInt64(heartbeat * 1e9))
+        }
+        if lost { cache.disable() }
+        let h = try RouteHarness(sessionCache: cache, readiness: Readiness(started: .now - .milliseconds(Int(uptime * 1000))))
+        let answer = h.request("GET", "/readyz")
+        #expect(answer.status == (ready ? 200 : 503), "\(answer.text)")
+        #expect((answer.json["reasons"] as? [String] ?? []) == (ready ? [] : ["session_cache_unusable"]))
+    }
+
+    /// Every 503 of /readyz is counted under each of its reasons; every reason is on /metrics from the start.
+    @Test func notReadyAnswersAreCountedByReason() throws {
+        let h = try RouteHarness()
+        let before = h.request("GET", "/metrics").text
+        for reason in NotReadyReason.allCases {
+            #expect(before.contains("tokensignin_not_ready_total{reason=\"\(reason.rawValue)\"} 0\n"), "\(reason)")
+        }
+        #expect(before.contains("# TYPE tokensignin_not_ready_total counter\n"))
+        h.store.nextError = StoreError(.connectionLost, sqlState: "25006", "standby")
+        #expect(h.request("GET", "/readyz").status == 503)
+        h.store.nextError = StoreError(.connectionLost, sqlState: "25006", "standby")
+        h.verifier.keyReadiness.stale = true
+        #expect(h.request("GET", "/readyz").status == 503)
+        h.verifier.keyReadiness.stale = false
+        #expect(h.request("GET", "/readyz").status == 200)
+        let after = h.request("GET", "/metrics").text
+        #expect(after.contains("tokensignin_not_ready_total{reason=\"database_read_only\"} 2\n"))
+        #expect(after.contains("tokensignin_not_ready_total{reason=\"keys_stale\"} 1\n"))
+        #expect(after.contains("tokensignin_not_ready_total{reason=\"database_unavailable\"} 0\n"))
     }
 
     /// Where the keys come from is on /readyz (with the location when it is not Google's) and in /metrics.
