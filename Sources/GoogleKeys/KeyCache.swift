@@ -93,6 +93,19 @@ public final class KeyCache: Sendable {
         if let flight { launch(flight) }
     }
 
+    /// Starts a background refresh when the keys are due for one (in the refresh window, expired, stale or not
+    /// loaded) and none runs or may run yet; never waits. `/readyz` calls it, so a responder that serves no sign-in
+    /// (idle, or out of its load balancer because its keys went stale) still keeps its keys fresh.
+    public func refreshIfDue() {
+        let now = clock()
+        let flight: Flight? = state.withLock { state in
+            if let entry = state.entry, now < entry.refreshAt { return nil }
+            guard state.flight == nil, state.mayRetry(at: now, interval: settings.failureRetryInterval) else { return nil }
+            return state.beginFlight(at: now)
+        }
+        if let flight { launch(flight) }
+    }
+
     /// The keys to verify with now. Waits (at most `maxWait`) only when none are usable; throws `keys_unavailable`
     /// when there are none (retryable: not the token's fault).
     public func currentKeys() throws(IDTokenError) -> KeySet {

@@ -86,8 +86,11 @@ package final class CacheListener: Sendable {
 
     /// One connection's life: listen, then heartbeats, evictions and writes until it fails or the listener stops.
     /// `connected` is called once the first heartbeat has come back.
+    /// Only a primary delivers notifications (a standby refuses LISTEN): among several hosts, libpq is asked for a
+    /// writable one, whatever the conninfo's `target_session_attrs` says.
     private func listen(connected: () -> Void) throws(StoreError) {
-        let connection = try Connection(conninfo: conninfo, pooler: .none, responseTimeout: Self.responseTimeout)
+        let connection = try Connection(conninfo: PostgresStore.requiringReadWrite(conninfo), pooler: .none,
+                                        responseTimeout: Self.responseTimeout)
         // A heartbeat only needs to be ordered with the others' commits here, not to wait for a standby.
         try connection.query("SET synchronous_commit TO local")
         try connection.query("LISTEN \(Self.channel)")

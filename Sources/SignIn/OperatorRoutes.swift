@@ -18,6 +18,9 @@ extension Application {
         } catch let error as StoreError {
             reasons.append(error.isReadOnlyServer ? .databaseReadOnly : error.isRetryable ? .databaseUnavailable : .databaseFault)
         }
+        // Keys due for a refresh get one now, in the background: the probe keeps an idle responder's keys fresh, and
+        // brings back one whose stale keys took it out of its load balancer (where no sign-in would).
+        tokens.refreshIfDue()
         let keys = tokens.keyReadiness
         if !keys.loaded { reasons.append(.keysNotLoaded) } else if keys.stale { reasons.append(.keysStale) }
         if let cache = service.sessionCache, !service.readiness.trusts(cache) { reasons.append(.sessionCacheUnusable) }

@@ -11,6 +11,9 @@ package protocol TokenVerifying: Sendable {
     func verify(_ token: String, with verifier: SecurityEventVerifier, now: Int64) -> Result<AcceptedSecurityEvent, IDTokenError>
     /// Whether a usable key set is loaded, for `/readyz` and `/metrics`.
     var keyReadiness: KeyReadiness { get }
+    /// Starts a background refresh of keys that are due for one, never waiting (`/readyz`: an idle responder's keys
+    /// do not go stale for want of a sign-in).
+    func refreshIfDue()
 }
 
 /// The key set's state as the operators' endpoints report it.
@@ -61,5 +64,10 @@ package struct GoogleKeySets: TokenVerifying {
         var readiness = idTokens.keyReadiness
         readiness.riscConfiguration = risc?.status
         return readiness
+    }
+
+    package func refreshIfDue() {
+        idTokens.refreshIfDue()
+        if let keys = risc?.keys, keys !== idTokens { keys.refreshIfDue() }
     }
 }

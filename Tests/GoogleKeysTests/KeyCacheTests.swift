@@ -106,6 +106,28 @@ private let waitingWouldFail: Duration = .seconds(3600)
         #expect(loader.calls == 2)
     }
 
+    /// An idle responder's keys: no request comes to refresh them, `/readyz`'s probe does (`refreshIfDue`), in the
+    /// background, once per due time, never while fresh.
+    @Test func aProbeRefreshesDueKeysWithoutARequest() throws {
+        let loader = ScriptedLoader(), clock = ManualClock()
+        loader.answer(kids: ["a"], freshFor: 100)
+        let keys = cache(loader, clock, settings { $0.refreshAheadFraction = 0.1 })
+        keys.refreshIfDue()
+        #expect(keys.awaitFetch(timeout: .seconds(30)) && loader.calls == 1, "not loaded: loads")
+        keys.refreshIfDue()
+        #expect(loader.calls == 1, "fresh: nothing to do")
+        loader.answer(kids: ["b"], freshFor: 100)
+        loader.hold()
+        clock.advance(200)  // stale: a request would refresh them, none comes
+        keys.refreshIfDue()
+        #expect(loader.waitForCalls(2))
+        keys.refreshIfDue()
+        loader.release()
+        #expect(keys.awaitFetch(timeout: .seconds(30)))
+        #expect(loader.calls == 2, "one fetch at a time")
+        #expect(try keys.currentKeys().keyIDs == ["b"] && !keys.status.isStale)
+    }
+
     @Test func lifetimeIsClampedToTheConfiguredBounds() throws {
         let loader = ScriptedLoader(), clock = ManualClock()
         loader.answer(kids: ["a"], freshFor: 0)

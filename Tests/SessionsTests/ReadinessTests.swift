@@ -95,6 +95,23 @@ import Testing
     }
 }
 
+extension ReadinessTests {
+    /// The session cache's listener needs the primary (a standby refuses LISTEN): behind a URL that names a standby
+    /// first and leaves target_session_attrs at any, it still listens there, and the cache becomes usable.
+    @Test func theCacheListenerFindsThePrimaryBehindAStandbyNamedFirst() throws {
+        let pair = try StandbyPair()
+        defer { pair.destroy() }
+        let standbyFirst = "host=\(pair.standbySocket),\(pair.primarySocket) port=\(pair.standbyPort),\(pair.primaryPort) user=postgres dbname=tokensignin"
+        let cache = SessionCache(capacity: 10, idleTimeout: 3600)
+        let listener = CacheListener(cache: cache, conninfo: standbyFirst, log: Log { _ in })
+        #expect(listener.start())
+        defer { listener.stop() }
+        let deadline = ContinuousClock.now + .seconds(20)
+        while !cache.isUsable && ContinuousClock.now < deadline { Thread.sleep(forTimeInterval: 0.02) }
+        #expect(cache.isUsable)
+    }
+}
+
 /// A private primary with a streaming standby (scripts/pgcluster), the schema migrated on the primary.
 private struct StandbyPair {
     let folder = NSTemporaryDirectory() + "tokensignin-ready-\(randomHex(4))"

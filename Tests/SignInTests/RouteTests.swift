@@ -20,6 +20,9 @@ final class FixedVerifier: TokenVerifying, @unchecked Sendable {
     /// Security event tokens: token text -> result.
     var events: [String: Result<AcceptedSecurityEvent, IDTokenError>] = [:]
     var keyReadiness = KeyReadiness(loaded: true, stale: false, ageSeconds: 42, fetches: 1, failures: 0)
+    /// How often a refresh of due keys was asked for.
+    var refreshesAsked = 0
+    func refreshIfDue() { refreshesAsked += 1 }
     init(answers: [String: Result<VerifiedToken, IDTokenError>]) { self.answers = answers }
     func verify(_ token: String, with verifier: Verifier, now: Int64) -> Result<VerifiedToken, IDTokenError> {
         answers[token] ?? .failure(IDTokenError(.malformed))
@@ -674,6 +677,7 @@ extension Response {
         #expect(answer.json["status"] as? String == (reasons.isEmpty ? "ready" : "unavailable"))
         #expect((answer.json["reasons"] as? [String] ?? []) == reasons)
         #expect(answer.header("Cache-Control") == "no-store")
+        #expect(h.verifier.refreshesAsked == 1, "every probe asks for due keys to be refreshed")
     }
 
     /// The session cache counts against readiness once it has been unusable for `Readiness.cacheGrace`: since the
