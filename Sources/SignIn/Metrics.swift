@@ -5,7 +5,7 @@ import Synchronization
 /// The process's metrics, shared by every worker. Updates take one short uncontended lock.
 public final class Metrics: Sendable {
     /// Upper bounds (seconds) of the latency histograms' buckets.
-    static let buckets: [Double] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
+    static let buckets: [Double] = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
 
     struct Histogram: Sendable {
         var counts = [Int](repeating: 0, count: Metrics.buckets.count)
