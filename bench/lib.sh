@@ -184,22 +184,32 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", (b > 0 ? a / b : 0)}'; 
 # this script's finished children used (wrk, pgbench: take the difference around one command); postgres
 # counts the postmaster, its live backends and the backends it has reaped (pgbench's); busy and idle are
 # the whole machine's, from /proc/stat (other work on the machine shows as busy minus the four).
+# A backend that exits while /proc is walked moves its ticks from its own line to the postmaster's reaped
+# ones: read before the postmaster, it counts twice; after, not at all (pgbench's backends leaving after a
+# run gave absurd per-request figures). So the walk is taken only when the postmaster's reaped ticks are the
+# same before and after it, and retried otherwise.
 cpu_snapshot() {
-    local ng pm ts f line rest client=0 nginx=0 responder=0 postgres=0
+    local ng pm ts f line rest pid client nginx responder postgres reaped attempt
     ng=$(cat "$dir/nginx/nginx.pid"); ts=$(cat "$dir/tokensignin.pid")
     pm=$(head -n 1 "$(readlink -f "$dir/pg/data")/postmaster.pid")
-    for f in /proc/[0-9]*/stat; do
-        { read -r line <"$f"; } 2>/dev/null || continue   # processes come and go
-        local pid=${line%% *}
-        rest=${line##*) }
-        # shellcheck disable=SC2086
-        set -- $rest   # $2 ppid, $12 utime, $13 stime, $14 cutime, $15 cstime
-        if [ "$pid" = "$$" ]; then client=$(( ${14} + ${15} ))
-        elif [ "$pid" = "$ts" ]; then responder=$(( ${12} + ${13} ))
-        elif [ "$pid" = "$ng" ] || [ "$2" = "$ng" ]; then nginx=$(( nginx + ${12} + ${13} ))
-        elif [ "$pid" = "$pm" ]; then postgres=$(( postgres + ${12} + ${13} + ${14} + ${15} ))
-        elif [ "$2" = "$pm" ]; then postgres=$(( postgres + ${12} + ${13} ))
-        fi
+    for attempt in $(seq 50); do
+        reaped=$(reaped_ticks "$pm")
+        client=0 nginx=0 responder=0 postgres=0
+        for f in /proc/[0-9]*/stat; do
+            { read -r line <"$f"; } 2>/dev/null || continue   # processes come and go
+            pid=${line%% *}
+            rest=${line##*) }
+            # shellcheck disable=SC2086
+            set -- $rest   # $2 ppid, $12 utime, $13 stime, $14 cutime, $15 cstime
+            if [ "$pid" = "$$" ]; then client=$(( ${14} + ${15} ))
+            elif [ "$pid" = "$ts" ]; then responder=$(( ${12} + ${13} ))
+            elif [ "$pid" = "$ng" ] || [ "$2" = "$ng" ]; then nginx=$(( nginx + ${12} + ${13} ))
+            elif [ "$pid" = "$pm" ]; then postgres=$(( postgres + ${12} + ${13} + ${14} + ${15} ))
+            elif [ "$2" = "$pm" ]; then postgres=$(( postgres + ${12} + ${13} ))
+            fi
+        done
+        [ "$(reaped_ticks "$pm")" = "$reaped" ] && break
+        [ "$attempt" -lt 50 ] || echo "cpu_snapshot: PostgreSQL's backends kept exiting during 50 walks of /proc; its figure may be off" >&2
     done
     read -r _ u n s i w q sq st _ </proc/stat
     # The responder's context switches (its threads' sleeps and preemptions), summed over its threads.
@@ -210,6 +220,15 @@ cpu_snapshot() {
         done <"$t" 2>/dev/null || true
     done
     echo "$client $nginx $responder $postgres $((u + n + s + q + sq + st)) $((i + w)) $switches"
+}
+
+# The ticks of the children process $1 has reaped (cutime + cstime of /proc/$1/stat).
+reaped_ticks() {
+    local line
+    read -r line <"/proc/$1/stat"
+    # shellcheck disable=SC2086
+    set -- ${line##*) }
+    echo $(( ${14} + ${15} ))
 }
 
 # CPU per request (µs) between two snapshots for COUNT requests: cpu_report "BEFORE" "AFTER" COUNT
