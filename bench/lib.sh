@@ -9,7 +9,9 @@
 #   BENCH_PGPORT (55442)  BENCH_PORT (18443)  BENCH_OPERATORS_PORT (19464: nginx's /metrics, /healthz, /readyz)
 #   BENCH_BIN               the tokensignin binary to measure (default: this tree's release build)
 #   BENCH_BASELINE_BIN      a previous build to measure in the same run: each round then also runs wrk against it
-#                           (same database, nginx and socket), and the scripts print new / previous
+#                           (same cluster, nginx and socket; a database of its own), and the scripts print new / previous
+#   BENCH_BASELINE_SQL_DIR  the migrations BENCH_BASELINE_BIN was built with (default: the sql folder of the tree it
+#                           was built in, <tree>/.build/release/tokensignin -> <tree>/sql)
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 dir="$here/.build/bench"
@@ -25,8 +27,28 @@ workers=${BENCH_WORKERS:-$((2 * $(nproc)))}
 pgbench_clients=${BENCH_PGBENCH_CLIENTS:-$connections}
 nginx_workers=${BENCH_NGINX_WORKERS:-1}
 client_id="100000000000-bench.apps.googleusercontent.com"
+# The previous version's database, in the same cluster (bench_start).
+baseline_database=tokensignin_baseline
+
+# Prints the migrations BENCH_BASELINE_BIN was built with: BENCH_BASELINE_SQL_DIR, or the sql folder of its tree.
+baseline_sql_dir() {
+    if [ -n "${BENCH_BASELINE_SQL_DIR:-}" ]; then
+        [ -d "$BENCH_BASELINE_SQL_DIR" ] || { echo "BENCH_BASELINE_SQL_DIR=$BENCH_BASELINE_SQL_DIR is not a folder" >&2; exit 1; }
+        echo "$BENCH_BASELINE_SQL_DIR"; return
+    fi
+    local binary=$BENCH_BASELINE_BIN candidate
+    # Lexically (realpath -s): .build/release is a symbolic link to .build/<triple>/release, whose `..` is not .build.
+    # The second form also finds the tree of a binary named by its .build/<triple>/release path.
+    for candidate in "$(realpath -sm "$(dirname "$binary")/../../sql")" "${binary%%/.build/*}/sql"; do
+        [ -d "$candidate" ] && { echo "$candidate"; return; }
+    done
+    echo "BENCH_BASELINE_BIN=$binary: no migrations at $(dirname "$binary")/../../sql; set BENCH_BASELINE_SQL_DIR to the sql folder it was built with" >&2
+    exit 1
+}
 
 bench_start() {
+    # (before the build: a missing folder should stop the run at once)
+    if [ -n "${BENCH_BASELINE_BIN:-}" ]; then baseline_sql=$(baseline_sql_dir); fi
     (cd "$here" && make -s deps && swift build -c release --product tokensignin >/dev/null)
     bench_stop
     rm -rf "$dir"; mkdir -p "$dir/secret"
@@ -35,6 +57,12 @@ bench_start() {
     "$here/scripts/pgcluster" start "$dir/pg" "$pgport"
     eval "$("$here/scripts/pgcluster" env "$dir/pg" "$pgport")"
     (cd "$here" && "$bin" migrate >/dev/null)
+    if [ -n "${BENCH_BASELINE_BIN:-}" ]; then
+        # The previous version runs on the schema it was written for, migrated by its own migrations: on this
+        # version's schema it would measure statements against tables, indexes and triggers it never ran with.
+        psql -X -q -v ON_ERROR_STOP=1 -c "CREATE DATABASE $baseline_database"
+        PGDATABASE=$baseline_database "$BENCH_BASELINE_BIN" migrate --sql-dir "$baseline_sql" >/dev/null
+    fi
     "$bin" dev keygen --out "$dir/keys" >/dev/null
     export TOKENSIGNIN_CLIENT_IDS="$client_id" TOKENSIGNIN_JWKS_FILE="$dir/keys/dev-jwks.json" TOKENSIGNIN_ALLOW_NON_GOOGLE_KEYS=1 \
            TOKENSIGNIN_RISC_CONFIGURATION_URL=off
@@ -45,15 +73,19 @@ bench_start() {
         "$here/scripts/nginx-local" start "$dir/nginx" "$port" "$TOKENSIGNIN_LISTEN"
 }
 
-# Starts the responder BIN on the benchmark's socket, stopping the one running: start_responder BIN
+# Starts the responder BIN on the benchmark's socket, stopping the one running, with the settings VAR=VALUE given
+# after it on top of the environment's: start_responder BIN [VAR=VALUE...]. BENCH_BASELINE_BIN runs on its own
+# database (bench_start), any other build on this version's.
 start_responder() {
+    local binary=$1; shift
     stop_responder
     rm -f "$TOKENSIGNIN_LISTEN"
     # An earlier build (BENCH_BASELINE_BIN) refuses settings it does not know: it gets only those its --help lists.
-    local known var unknown=()
-    known=$("$1" serve --help 2>/dev/null || true)
+    local known var unknown=() database=$PGDATABASE
+    known=$("$binary" serve --help 2>/dev/null || true)
     for var in $(compgen -e | grep '^TOKENSIGNIN_'); do grep -q "$var," <<<"$known" || unknown+=(-u "$var"); done
-    env "${unknown[@]}" "$1" serve >>"$dir/tokensignin.log" 2>&1 &
+    if [ -n "${BENCH_BASELINE_BIN:-}" ] && [ "$binary" = "$BENCH_BASELINE_BIN" ]; then database=$baseline_database; fi
+    env "${unknown[@]}" PGDATABASE="$database" "$@" "$binary" serve >>"$dir/tokensignin.log" 2>&1 &
     echo $! >"$dir/tokensignin.pid"
     for _ in $(seq 100); do [ -S "$TOKENSIGNIN_LISTEN" ] && break; sleep 0.1; done
     [ -S "$TOKENSIGNIN_LISTEN" ] || { tail -n 20 "$dir/tokensignin.log" >&2; exit 1; }
@@ -81,10 +113,12 @@ bench_stop() {
 }
 
 # Signs every user of $dir/secret/tokens.txt in once through the real path and keeps their session tokens in
-# $dir/secret/sessions.txt (secrets: in $dir/secret only); stops unless at least $1 sessions came back.
-# Sets: sessions (how many).
+# $dir/secret/sessions.txt (secrets: in $dir/secret only); stops unless at least $1 sessions came back. With
+# BENCH_BASELINE_BIN the new sessions are copied into the previous version's database, so the same tokens are
+# live on both sides. Sets: sessions (how many), signed_in_after (the largest session id before them).
 sign_in_users() {
     local users=$1
+    signed_in_after=$(psql -X -qtA -c "SELECT coalesce(max(id), 0) FROM signin.sessions")
     echo "signing $users users in..."
     rm -f "$dir/secret/sessions.txt".*
     wrk -t2 -c"$connections" -d60s -s "$here/bench/session-signin.lua" "https://127.0.0.1:$port/tokensignin" \
@@ -93,6 +127,28 @@ sign_in_users() {
     rm -f "$dir/secret/sessions.txt".*
     sessions=$(wc -l <"$dir/secret/sessions.txt")
     [ "$sessions" -ge "$users" ] || { echo "only $sessions of $users sign-ins answered with a session" >&2; exit 1; }
+    if [ -n "${BENCH_BASELINE_BIN:-}" ]; then mirror_sessions "$signed_in_after"; fi
+}
+
+# Copies the sessions after id $1 (and their users, when missing) from this version's database into the previous
+# version's, by google_sub, with the same token hashes: mirror_sessions AFTER_ID. Only columns both schemas have.
+mirror_sessions() {
+    local rows="$dir/secret/mirrored-sessions.tsv"   # hashes, not tokens; still nothing to leave behind
+    # (one line: \copy is a psql meta-command, which ends at the end of its line)
+    local query="SELECT u.google_sub, u.email, u.email_verified, s.token_hash, s.created_at, s.last_seen_at, s.expires_at,"
+    query+=" s.client_id, s.ip FROM signin.sessions s JOIN signin.users u ON u.id = s.user_id WHERE s.id > $1 ORDER BY s.id"
+    psql -X -q -v ON_ERROR_STOP=1 -c "\\copy ($query) TO '$rows'"
+    psql -X -q -v ON_ERROR_STOP=1 -d "$baseline_database" <<SQL
+CREATE TEMPORARY TABLE mirrored (google_sub text, email text, email_verified boolean, token_hash bytea,
+    created_at timestamptz, last_seen_at timestamptz, expires_at timestamptz, client_id text, ip inet);
+\copy mirrored FROM '$rows'
+INSERT INTO signin.users (google_sub, email, email_verified)
+SELECT DISTINCT google_sub, email, email_verified FROM mirrored ON CONFLICT (google_sub) DO NOTHING;
+INSERT INTO signin.sessions (user_id, token_hash, created_at, last_seen_at, expires_at, client_id, ip)
+SELECT u.id, m.token_hash, m.created_at, m.last_seen_at, m.expires_at, m.client_id, m.ip
+  FROM mirrored m JOIN signin.users u USING (google_sub);
+SQL
+    rm -f "$rows"
 }
 
 # Mints $1 distinct users' tokens (subs bench-user-1 ... bench-user-$1), one per line, into $2.
