@@ -12,6 +12,7 @@
 #                           (same cluster, nginx and socket; a database of its own), and the scripts print new / previous
 #   BENCH_BASELINE_SQL_DIR  the migrations BENCH_BASELINE_BIN was built with (default: the sql folder of the tree it
 #                           was built in, <tree>/.build/release/tokensignin -> <tree>/sql)
+#   BENCH_PRELOAD_USERS     users preloaded by preload_users (the scripts that call it say their default; 0: none)
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 dir="$here/.build/bench"
@@ -151,6 +152,28 @@ SQL
     rm -f "$rows"
 }
 
+# A site at steady state in this version's database and, with BENCH_BASELINE_BIN, the previous version's: USERS
+# users with 10 live sessions each and their sign-ins' audit rows (bench/preload.sql), half of them wrk's subs
+# (bench-user-<i>) and half pgbench's (pgbench-user-<n>), then VACUUM ANALYZE and a checkpoint, so the
+# measured runs start from a settled database and not inside the preload's checkpoint. Stops when the users the
+# script signs in (NEEDED, of each kind) are not all among them. Usage: preload_users USERS NEEDED
+preload_users() {
+    local users=$1 needed=$2
+    [ "$users" -gt 0 ] || return 0
+    [ "$needed" -le $((users / 2)) ] \
+        || { echo "BENCH_PRELOAD_USERS=$users preloads $((users / 2)) users of each kind; the run signs $needed in: preload more" >&2; exit 1; }
+    echo "preloading $users users, $((users * 10)) sessions..."
+    local database pids=() pid
+    for database in "$PGDATABASE" ${BENCH_BASELINE_BIN:+"$baseline_database"}; do
+        { psql -X -q -v ON_ERROR_STOP=1 -d "$database" -v users="$users" -v client_id="$client_id" -f "$here/bench/preload.sql" \
+            && psql -X -q -v ON_ERROR_STOP=1 -d "$database" -c "VACUUM ANALYZE"; } >"$dir/preload-$database.log" 2>&1 &
+        pids+=($!)
+    done
+    # (each pid: a bare `wait` would wait for the responder too, also this shell's child)
+    for pid in "${pids[@]}"; do wait "$pid" || { cat "$dir"/preload-*.log >&2; exit 1; }; done
+    psql -X -q -c CHECKPOINT
+}
+
 # Mints $1 distinct users' tokens (subs bench-user-1 ... bench-user-$1), one per line, into $2.
 mint_tokens() {
     "$bin" dev token --key "$dir/keys/dev-signing-key.pem" --kid "$(tr -d '\n' <"$dir/keys/kid")" --aud "$client_id" \
@@ -169,7 +192,8 @@ pgbench_script() {
     for pair in "$@"; do given[${pair%%=*}]=${pair#*=}; done
     seds=$(mktemp)
     while read -r number parameter; do
-        [ -n "${given[$parameter]+set}" ] || { echo "pgbench_script $name: no SQL for its parameter $parameter" >&2; exit 1; }
+        [ -n "${given[$parameter]+set}" ] \
+            || { echo "pgbench_script $name: no SQL for its parameter $parameter (for sign_in: signin_parameters in bench/lib.sh)" >&2; exit 1; }
         # \x01 delimits: the SQL holds slashes and bars; `&` in it is literal, not sed's match.
         printf 's\x01\\%s\\b\x01%s\x01g\n' "$number" "${given[$parameter]//&/\\&}" >>"$seds"
     done < <("$bin" dev sql "$name" --parameters)
@@ -188,19 +212,34 @@ pgbench_script() {
     done
 }
 
-# Writes the pgbench script of the responder's sign-in statement into $1, with its parameters as the responder
-# binds them: a user drawn from a pool of $2 (google_sub 'pgbench-user-<n>', apart from wrk's 'bench-user-<i>',
-# so both sides first create users and then sign returning ones in), the email claims, NULL for the claims the
-# bench tokens do not carry (wrk sends no User-Agent either), a fresh session hash per sign-in (SHA-256
-# computed by PostgreSQL here, by the responder in Swift on the other side), the default 30-day lifetime and
-# the default limit of 100 live sessions per user. Usage: signin_pgbench_script OUT USERS
+# What pgbench binds for each parameter of the responder's sign-in statement, by the name `tokensignin dev sql sign_in
+# --parameters` gives it: the one place to add a mapping when the statement takes a new parameter (pgbench_script
+# stops on a parameter missing here, naming it). Each is SQL on pgbench's side: a user drawn from a pool (:n,
+# google_sub 'pgbench-user-<n>', apart from wrk's 'bench-user-<i>': both among bench/preload.sql's users, so both
+# sides sign returning users in), the email claims, NULL for the claims the bench tokens do not carry (wrk sends no
+# User-Agent either), a fresh session hash per sign-in (SHA-256 computed by PostgreSQL here, by the responder in
+# Swift on the other side), the default 30-day lifetime and the default limit of 100 live sessions per user.
+signin_parameters=(
+    "token.subject=('pgbench-user-' || :n::text)"
+    "token.email='bench@example.com'"
+    "token.emailVerified='true'"
+    token.name=NULL token.givenName=NULL token.familyName=NULL token.picture=NULL token.locale=NULL
+    token.hostedDomain=NULL
+    "token.issuedAt=extract(epoch FROM now())::bigint"
+    "session.tokenHash=encode(sha256(convert_to(:n::text || '-' || :c::text || '-' || clock_timestamp()::text, 'UTF8')), 'hex')"
+    "lifetime='2592000 seconds'"
+    "session.clientID='$client_id'"
+    session.userAgent=NULL
+    "session.ip='127.0.0.1'"
+    maxSessions=100
+)
+
+# Writes the pgbench script of the responder's sign-in statement into $1, its parameters bound as
+# signin_parameters says, :n drawn from 1...$2 and :c a random number for the session hash. The statement is
+# whatever `tokensignin dev sql sign_in` prints (one statement or a function call alike). Usage:
+# signin_pgbench_script OUT USERS
 signin_pgbench_script() {
-    pgbench_script sign_in "$1" \
-        "token.subject=('pgbench-user-' || :n::text)" "token.email='bench@example.com'" "token.emailVerified='true'" \
-        token.name=NULL token.givenName=NULL token.familyName=NULL token.picture=NULL token.locale=NULL token.hostedDomain=NULL \
-        "session.tokenHash=encode(sha256(convert_to(:n::text || '-' || :c::text || '-' || clock_timestamp()::text, 'UTF8')), 'hex')" \
-        "lifetime='2592000 seconds'" "session.clientID='$client_id'" session.userAgent=NULL "session.ip='127.0.0.1'" \
-        maxSessions=100 "token.issuedAt=extract(epoch FROM now())::bigint" <<PGB
+    pgbench_script sign_in "$1" "${signin_parameters[@]}" <<PGB
 \set n random(1, $2)
 \set c random(1, 1000000000)
 PGB
