@@ -365,36 +365,54 @@ cpu_add() {
     }'
 }
 
+# A variant of this build measured as one more side of side_by_side: its name and the settings it runs with
+# (bench/session: variant_name="cache off" variant_env=(TOKENSIGNIN_SESSION_CACHE=off)); none by default.
+variant_name=""
+variant_env=()
+
 # The comparison itself: BENCH_ROUNDS rounds, each one wrk run (WRK_ARGS, BENCH_SECONDS long) and one pgbench
 # run of SCRIPT, in alternating order (wrk first in odd rounds, pgbench first in even ones), so that both sides
 # meet the database in the same states (tables growing, autovacuum, checkpoints) instead of one always
 # running after the other. Usage: side_by_side SCRIPT WRK_ARGS...
 # Sets: rps p50 p99 errors wrk_cpu (means over the rounds; p99 is the worst round's), tps pg_failed
 # pg_latency pg_cpu, and rounds_report (one line per round with its own ratio). With BENCH_BASELINE_BIN each
-# round also runs wrk against that build (the order of the three rotating), and sets baseline_rps,
-# baseline_cpu and baseline_errors.
+# round also runs wrk against that build, and with variant_env against this build under those settings (the
+# order of the sides rotating), and sets baseline_rps, baseline_cpu, baseline_errors, variant_rps, variant_cpu,
+# variant_errors. The accumulated cpu_snapshot differences and the requests they cover stay set for cpu_us:
+# wrk_acc wrk_n, pg_acc pg_n, base_acc base_n, variant_acc variant_n.
 side_by_side() {
     local script=$1; shift
-    local round side before after wrk_acc="0 0 0 0 0 0 0" pg_acc="0 0 0 0 0 0 0" base_acc="0 0 0 0 0 0 0" wrk_n=0 pg_n=0 base_n=0
-    local r_rps r_p50 r_p99 r_tps r_base=0 sum_rps=0 sum_p50=0 sum_tps=0 sum_base=0 sum_latency=0
-    local sides=(wrk pgbench)
-    [ -n "${BENCH_BASELINE_BIN:-}" ] && sides=(wrk baseline pgbench)
-    p99=0; errors=0; pg_failed=0; baseline_errors=0; rounds_report=""
+    local round side before after
+    local r_rps r_p50 r_p99 r_tps r_base=0 r_variant=0 sum_rps=0 sum_p50=0 sum_tps=0 sum_base=0 sum_variant=0 sum_latency=0
+    wrk_acc="0 0 0 0 0 0 0" pg_acc="0 0 0 0 0 0 0" base_acc="0 0 0 0 0 0 0" variant_acc="0 0 0 0 0 0 0"
+    wrk_n=0 pg_n=0 base_n=0 variant_n=0
+    local sides=(wrk)
+    [ -n "${BENCH_BASELINE_BIN:-}" ] && sides+=(baseline)
+    [ ${#variant_env[@]} -gt 0 ] && sides+=(variant)
+    sides+=(pgbench)
+    p99=0; errors=0; pg_failed=0; baseline_errors=0; variant_errors=0; rounds_report=""
     for round in $(seq "$rounds"); do
         local k order="" n=${#sides[@]}
         for ((k = 0; k < n; k++)); do order+="${sides[$(((k + round - 1) % n))]} "; done
         order=${order% }
         for side in $order; do
-            if [ "$side" = baseline ]; then
-                start_responder "$BENCH_BASELINE_BIN"
+            if [ "$side" = baseline ] || [ "$side" = variant ]; then
+                # Another responder on the same socket (nginx reconnects): warmed up, measured, then this build again.
+                if [ "$side" = baseline ]; then start_responder "$BENCH_BASELINE_BIN"; else start_responder "$bin" "${variant_env[@]}"; fi
                 wrk -t2 -c"$connections" -d2s "$@" >/dev/null   # warm-up: nginx reconnects, caches fill
                 before=$(cpu_snapshot)
-                wrk -t2 -c"$connections" -d"${duration}s" --latency "$@" >"$dir/wrk-baseline-$round.txt"
+                wrk -t2 -c"$connections" -d"${duration}s" --latency "$@" >"$dir/wrk-$side-$round.txt"
                 after=$(cpu_snapshot)
-                base_acc=$(cpu_add "$base_acc" "$before" "$after")
-                base_n=$((base_n + $(wrk_count "$dir/wrk-baseline-$round.txt")))
-                baseline_errors=$((baseline_errors + $(wrk_errors "$dir/wrk-baseline-$round.txt")))
-                read -r r_base _ _ < <(wrk_summary "$dir/wrk-baseline-$round.txt")
+                local count; count=$(wrk_count "$dir/wrk-$side-$round.txt")
+                if [ "$side" = baseline ]; then
+                    base_acc=$(cpu_add "$base_acc" "$before" "$after"); base_n=$((base_n + count))
+                    baseline_errors=$((baseline_errors + $(wrk_errors "$dir/wrk-$side-$round.txt")))
+                    read -r r_base _ _ < <(wrk_summary "$dir/wrk-$side-$round.txt")
+                else
+                    variant_acc=$(cpu_add "$variant_acc" "$before" "$after"); variant_n=$((variant_n + count))
+                    variant_errors=$((variant_errors + $(wrk_errors "$dir/wrk-$side-$round.txt")))
+                    read -r r_variant _ _ < <(wrk_summary "$dir/wrk-$side-$round.txt")
+                fi
                 start_responder "$bin"
                 wrk -t2 -c"$connections" -d2s "$@" >/dev/null
                 continue
@@ -418,20 +436,33 @@ side_by_side() {
                     while ((getline line < f) > 0) if (line ~ /^latency average/) { split(line, w, " "); print a + w[4]; exit } }')
             fi
         done
-        sum_rps=$((sum_rps + r_rps)); sum_tps=$((sum_tps + r_tps)); sum_base=$((sum_base + r_base))
+        sum_rps=$((sum_rps + r_rps)); sum_tps=$((sum_tps + r_tps)); sum_base=$((sum_base + r_base)); sum_variant=$((sum_variant + r_variant))
         sum_p50=$(awk -v a="$sum_p50" -v b="$r_p50" 'BEGIN {print a + b}')
         p99=$(awk -v a="$p99" -v b="$r_p99" 'BEGIN {print (b > a ? b : a)}')
         local versus=""
-        [ -n "${BENCH_BASELINE_BIN:-}" ] && versus=", previous version $r_base/s, new / previous $(ratio "$r_rps" "$r_base")"
+        [ -n "${BENCH_BASELINE_BIN:-}" ] && versus+=", previous version $r_base/s, new / previous $(ratio "$r_rps" "$r_base")"
+        [ ${#variant_env[@]} -gt 0 ] && versus+=", $variant_name $r_variant/s"
         rounds_report+="  round $round ($order): end to end $r_rps/s (p50 $r_p50 ms, p99 $r_p99 ms), pgbench $r_tps/s, ratio $(ratio "$r_rps" "$r_tps")$versus"$'\n'
     done
-    rps=$((sum_rps / rounds)); tps=$((sum_tps / rounds)); baseline_rps=$((sum_base / rounds))
+    rps=$((sum_rps / rounds)); tps=$((sum_tps / rounds)); baseline_rps=$((sum_base / rounds)); variant_rps=$((sum_variant / rounds))
     if [ -n "${BENCH_BASELINE_BIN:-}" ]; then baseline_cpu=$(cpu_report "0 0 0 0 0 0 0" "$base_acc" "$base_n"); fi
+    if [ ${#variant_env[@]} -gt 0 ]; then variant_cpu=$(cpu_report "0 0 0 0 0 0 0" "$variant_acc" "$variant_n"); fi
     p50=$(awk -v a="$sum_p50" -v n="$rounds" 'BEGIN {printf "%.2f", a / n}')
     pg_latency=$(awk -v a="$sum_latency" -v n="$rounds" 'BEGIN {printf "%.3f", a / n}')
     wrk_cpu=$(cpu_report "0 0 0 0 0 0 0" "$wrk_acc" "$wrk_n")
     pg_cpu=$(cpu_report "0 0 0 0 0 0 0" "$pg_acc" "$pg_n")
     rounds_report=${rounds_report%$'\n'}
+}
+
+# CPU per request (µs, one decimal) of one kind of process (client, nginx, responder or postgres) in an
+# accumulated cpu_snapshot difference over COUNT requests: cpu_us ACC COUNT KIND
+cpu_us() {
+    awk -v a="$1" -v n="$2" -v kind="$3" -v hz="$(getconf CLK_TCK)" 'BEGIN {
+        split(a, x, " "); split("client nginx responder postgres", kinds, " ")
+        for (k = 1; k <= 4; k++) if (kinds[k] == kind) column = k
+        if (!column) { print "cpu_us: no kind " kind > "/dev/stderr"; exit 1 }
+        printf "%.1f", (n > 0 ? x[column] * 1e6 / hz / n : 0)
+    }'
 }
 
 # How many calls of operation $2 shared a database round trip (the responder's own counters, since its last
