@@ -132,10 +132,11 @@ restart: build ## restart the local responder the way a deploy does: the socket 
 stop: ## stop what `make run` started
 	scripts/local-run stop
 
-bench: deps ## the benchmarks (bench/verify, signin, session, mixed, responders): ratios against OpenSSL, pgbench, one responder
+bench: deps ## the benchmarks (bench/verify, signin, session, revocation, mixed, responders): ratios against OpenSSL, pgbench, one responder
 	bench/verify
 	bench/signin
 	bench/session
+	bench/revocation
 	bench/mixed
 	bench/responders
 
