@@ -64,11 +64,19 @@ extension Dispatcher {
     /// requests read on the way are admitted to their lanes as usual and handed off to the other workers
     /// (`handOff`), never run after the batch on this one. True when it handed some off or saw hand-back work
     /// waiting: the caller then wakes a worker for it rather than only lending the baton.
+    ///
+    /// A lane that is not quick (sign-ins: each member's work and its round trip add to every member's wait)
+    /// takes the jobs queued for a slot, and the waiting events only once half its slots or more are taken.
+    /// Below that (moderate load) the events are left to the next reader and each request runs at once on a
+    /// worker of its own; batches form as the lane fills, where they save the database a round trip and a
+    /// commit per member (docs/benchmarks.md weighs the threshold: all slots taken cost the peak rate more).
     private func gather(_ jobs: inout [Job], scratch: inout [UInt8], ready: inout [epoll_event]) -> Bool {
         let lane = jobs[0].lane
-        let limit = gates[lane].lane.batch
-        jobs += gates[lane].takeWaiting(upTo: limit - jobs.count)
+        let gate = gates[lane]
+        let limit = gate.lane.batch
+        jobs += gate.takeWaiting(upTo: limit - jobs.count)
         guard jobs.count < limit else { return false }
+        guard gate.lane.quick || gate.running * 2 >= gate.lane.workers else { return false }
         let count = epoll.wait(&ready, upTo: Int32(min(limit - jobs.count, ready.count)), milliseconds: 0)
         guard count > 0 else { return false }
         var others: [Work] = []

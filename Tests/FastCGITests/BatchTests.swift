@@ -42,6 +42,36 @@ private final class BatchHandler: Handler {
     }
 }
 
+/// Holds each request until `together` are in a handler at once (or 1 s passes), and records each batch's size.
+private final class InFlightHandler: Handler {
+    let seen: InFlight
+    let together: Int
+
+    init(seen: InFlight, together: Int) {
+        self.seen = seen
+        self.together = together
+    }
+
+    func handle(_ request: Request) -> Response {
+        seen.now.update { $0.now += 1; $0.most = max($0.most, $0.now) }
+        let together = together
+        seen.now.wait(until: { $0.most >= together }, deadline: monotonicDeadline(after: .seconds(1)))
+        seen.now.update { $0.now -= 1 }
+        return Response(status: 200, contentType: "text/plain", body: request.path)
+    }
+
+    func handle(batch: [Request]) -> [Response] {
+        seen.batches.withLock { $0.append(batch.count) }
+        return batch.map(handle)
+    }
+}
+
+/// What every worker's `InFlightHandler` saw: requests in a handler now and at most, and the batches.
+private final class InFlight: Sendable {
+    let now = Monitor<(now: Int, most: Int)>((0, 0))
+    let batches = Mutex<[Int]>([])
+}
+
 /// Handlers shared by every worker, so the test sees every call.
 private final class Shared: Sendable {
     let entered = Latch(), release = Latch()
@@ -279,6 +309,33 @@ private final class Shared: Sendable {
             }
             #expect(inFlight.current.most == 4, "round \(round): the sign-ins did not all run at once")
         }
+    }
+
+    /// A lane that is not quick batches what arrives together only once half its slots are taken: below that,
+    /// sign-ins written together each run at once on a worker of their own (issue 28: at moderate load a
+    /// sign-in does not wait for batch-mates). Each stays in its handler until all four are in theirs (or 1 s
+    /// passes): a batch, whose members run one after another, never gets there. (The fourth reaches half of
+    /// the eight slots, with nothing left to take.) A full lane's arrivals make a batch as before
+    /// (`requestsWaitingTogetherAreHandledInOneCallEachOnItsOwnConnection`).
+    @Test func aSlowLaneLessThanHalfFullRunsRequestsThatArriveTogetherAtOnce() throws {
+        let dir = try TempDir()
+        let server = try Server(listen: .unix(dir.file("s")), lanes: [Lane(name: "default", workers: 8, batch: 8)],
+                                limits: Limits(maxBodyBytes: 64))
+        let seen = InFlight()
+        let running = RunningServer(server, makeHandler: { _ in InFlightHandler(seen: seen, together: 4) })
+        defer { running.stop() }
+        for round in 0..<6 {
+            seen.now.update { $0 = (0, 0) }
+            let connections = try (0..<4).map { _ in try Raw(unixPath: dir.file("s")) }
+            for (index, connection) in connections.enumerated() {
+                try connection.send(params: ["DOCUMENT_URI": "/signin\(index)"], keep: true)
+            }
+            for (index, connection) in connections.enumerated() {
+                #expect(try connection.readResponse().body == Array("/signin\(index)".utf8))
+            }
+            #expect(seen.now.current.most == 4, "round \(round): the sign-ins did not all run at once")
+        }
+        #expect(seen.batches.withLock { $0 } == [], "sign-ins batched while slots were free")
     }
 
     @Test(arguments: [0, 1025])
