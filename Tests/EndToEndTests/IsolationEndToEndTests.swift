@@ -158,14 +158,5 @@ private func results(_ load: Load) throws -> [(status: Int, seconds: Double)] {
     }
 }
 
-private func waitUntil(seconds: Double, _ condition: () throws -> Bool) throws -> Bool {
-    let deadline = Date().addingTimeInterval(seconds)
-    while Date() < deadline {
-        if try condition() { return true }
-        usleep(20_000)
-    }
-    return false
-}
-
 private func median(_ values: [Double]) -> Double { values.sorted()[values.count / 2] }
 private func milliseconds(_ seconds: Double) -> String { String(format: "%.1f", seconds * 1000) }

@@ -63,7 +63,7 @@ import Testing
             return targets.first { ($0["labels"] as? [String: String])?["job"] == "tokensignin" }
         }
         // Prometheus hands new targets to its scrapers every 5 s.
-        let up = try TestPrometheus.waitUntil(seconds: 30) { try target()?["health"] as? String == "up" }
+        let up = try waitUntil(seconds: 30, every: 0.2) { try target()?["health"] as? String == "up" }
         #expect(up, "target: \(String(describing: try? target())) \(prometheus.log)")
         #expect(try target()?["scrapeUrl"] as? String == "http://127.0.0.1:\(stack.operatorsPort)/metrics")
 
@@ -72,9 +72,9 @@ import Testing
         for index in 0..<3 {
             #expect(try stack.signIn(try stack.token(sub: "19200000000000000000\(index)")).status == 200)
         }
-        let moved = try TestPrometheus.waitUntil(seconds: 20) { (try prometheus.query(signIns).first?.value ?? 0) >= before + 3 }
+        let moved = try waitUntil(seconds: 20, every: 0.2) { (try prometheus.query(signIns).first?.value ?? 0) >= before + 3 }
         #expect(moved, "\(signIns): \(String(describing: try? prometheus.query(signIns))), before \(before)")
-        let recorded = try TestPrometheus.waitUntil(seconds: 20) {
+        let recorded = try waitUntil(seconds: 20, every: 0.2) {
             !(try prometheus.query(#"instance_route:tokensignin_requests:rate5m{route="sign_in"} > 0"#)).isEmpty
         }
         #expect(recorded, "the recording rules made no request rate")
@@ -84,7 +84,7 @@ import Testing
         func active() throws -> [String] {
             try prometheus.query("ALERTS").map { "\($0.labels["alertname"] ?? "") \($0.labels["alertstate"] ?? "")" }.sorted()
         }
-        let onlyNonGoogleKeys = try TestPrometheus.waitUntil(seconds: 20) { try active() == ["TokensigninNonGoogleKeys firing"] }
+        let onlyNonGoogleKeys = try waitUntil(seconds: 20, every: 0.2) { try active() == ["TokensigninNonGoogleKeys firing"] }
         #expect(onlyNonGoogleKeys, "alerts: \(String(describing: try? active()))")
         let firing = try #require(try prometheus.query(#"ALERTS{alertname="TokensigninNonGoogleKeys"}"#).first)
         #expect(firing.labels["kind"] == "file" && firing.labels["severity"] == "critical", "\(firing.labels)")

@@ -83,16 +83,6 @@ final class TestPrometheus {
         }
     }
 
-    /// Polls `condition` until it holds or `seconds` pass; returns whether it held.
-    static func waitUntil(seconds: Double, _ condition: () throws -> Bool) rethrows -> Bool {
-        let deadline = Date().addingTimeInterval(seconds)
-        while Date() < deadline {
-            if try condition() { return true }
-            usleep(200_000)
-        }
-        return try condition()
-    }
-
     func stop() {
         guard let pid else { return }
         kill(pid, SIGTERM)  // timeout passes it on to Prometheus
