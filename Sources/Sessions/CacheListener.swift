@@ -108,7 +108,7 @@ package final class CacheListener: Sendable {
                 number += 1
                 sent[number] = now
                 sent[number &- 64] = nil  // a heartbeat older than that never counts again
-                try connection.query("SELECT pg_notify($1, $2)", [heartbeatChannel, String(number)])
+                try connection.execute(Queries.heartbeat, [heartbeatChannel, String(number)])
                 nextBeat = now + Self.heartbeat.nanoseconds
             }
             if now >= nextSeen {

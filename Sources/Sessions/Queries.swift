@@ -78,6 +78,10 @@ package enum Queries {
           FROM s
         """)
 
+    /// The session cache's heartbeat: a notification to the listener's own channel (`$1`), numbered (`$2`). Prepared
+    /// once per connection: twenty a second per responder would otherwise each be parsed and planned.
+    package static let heartbeat = Statement(name: "cache_heartbeat", sql: "SELECT pg_notify($1, $2)")
+
     /// The session cache's `last_seen_at` refresh: the checks it answered from memory that are due, written in one
     /// statement per interval (`$1`, an array of session ids), each at most once a minute as the check itself does,
     /// never waiting on a row another transaction holds.
@@ -362,7 +366,7 @@ package enum StatementCatalog {
     package static let entries = [typed(Queries.signIn), typed(Queries.checkSession), typed(Queries.signInFailure),
                                   typed(Queries.signOut), typed(Queries.listSessions), typed(Queries.revokeOwnSession),
                                   typed(SecurityEventQueries.apply), typed(SecurityEventQueries.recordUnparsed)]
-        + ([Queries.recordSeen, ServiceSettingsQueries.record, ServiceSettingsQueries.read] + OperatorQueries.statements)
+        + ([Queries.heartbeat, Queries.recordSeen, ServiceSettingsQueries.record, ServiceSettingsQueries.read] + OperatorQueries.statements)
             .map { Entry(statement: $0, parameters: []) }
     package static var statements: [Statement] { entries.map(\.statement) }
     package static var names: [String] { statements.map(\.name) }
