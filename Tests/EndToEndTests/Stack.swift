@@ -1,5 +1,6 @@
 // A real stack for end-to-end tests: a fresh database on the test cluster, `tokensignin serve`, and nginx.
 import Foundation
+import Synchronization
 import Testing
 import TestSupport
 
@@ -151,13 +152,45 @@ final class Stack: @unchecked Sendable {
     /// The first of three ports for nginx (the site; the application stand-in takes the next one, the
     /// operators' listener the one after), below the kernel's ephemeral range: a port inside it may be held
     /// at that moment by any outgoing connection (curl, libpq), and nginx's bind then fails with "Address
-    /// already in use".
+    /// already in use". The triples are handed out in turn from a random start, so two stacks of this test
+    /// process never get the same one (drawn at random, two of the dozens alive at once did, now and then), and a
+    /// triple whose ports something else holds is passed over.
     static func randomPorts() -> Int {
+        portCursor.withLock { cursor in
+            for _ in 0..<Self.portSpan / 3 {
+                let first = cursor
+                cursor += 3
+                if cursor + 3 > Self.portTop { cursor = Self.portBottom }
+                if (first..<first + 3).allSatisfy(portIsFree) { return first }
+            }
+            return cursor
+        }
+    }
+
+    private static let portBottom = 20000
+    private static let portTop: Int = {
         let range = (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8)) ?? ""
         let ephemeralStart = range.split(whereSeparator: \.isWhitespace).first.flatMap { Int($0) } ?? 32768
         // A system whose ephemeral range starts low keeps the old spread (and its small risk).
-        let top = ephemeralStart > 24000 ? ephemeralStart - 3 : 40000
-        return Int.random(in: 20000..<top) / 3 * 3
+        return ephemeralStart > portBottom + 4000 ? ephemeralStart : 40000
+    }()
+    private static var portSpan: Int { portTop - portBottom }
+    private static let portCursor = Mutex<Int>(Int.random(in: portBottom..<(portTop - 3)) / 3 * 3)
+
+    /// Whether a listening socket could be bound to 127.0.0.1:`port` just now (a probe: bound, then closed).
+    private static func portIsFree(_ port: Int) -> Bool {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return true }
+        defer { close(fd) }
+        var one: Int32 = 1
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+        }
     }
 
     var socketPath: String { directory.appendingPathComponent("fcgi.sock").path }
