@@ -144,16 +144,7 @@ public enum Setting: String, CaseIterable, Sendable {
         case .databaseURL:
             // Never echoed: it may carry a password.
             Entry(defaultText: nil, help: "postgresql:// URL (default: libpq's PG* variables)") { text, c throws(CommandError) in
-                guard text.hasPrefix("postgresql://") || text.hasPrefix("postgres://") else {
-                    throw invalid("\(variable) must start with postgresql:// or postgres://")
-                }
-                c.databaseURL = text
-                c.secrets = SettingText.passwords(inURL: text) + c.secrets
-                do throws(StoreError) {
-                    try Database.validate(conninfo: text)
-                } catch {
-                    throw invalid("\(variable) is not a URL libpq accepts: \(c.redacted(error.detail))")
-                }
+                c.databaseURL = try databaseURL(text, &c)
             }
         case .databasePooler:
             Entry(defaultText: "none", help: "none, or transaction behind PgBouncer's pool_mode = transaction") { text, c throws(CommandError) in
@@ -217,16 +208,7 @@ public enum Setting: String, CaseIterable, Sendable {
             }
         case .sessionCacheDatabaseURL:
             Entry(defaultText: nil, help: "postgresql:// URL of a direct connection for the cache's LISTEN, never a transaction pooler's (default: DATABASE_URL; needed with DATABASE_POOLER=transaction)") { text, c throws(CommandError) in
-                guard text.hasPrefix("postgresql://") || text.hasPrefix("postgres://") else {
-                    throw invalid("\(variable) must start with postgresql:// or postgres://")
-                }
-                c.sessionCacheDatabaseURL = text
-                c.secrets = SettingText.passwords(inURL: text) + c.secrets
-                do throws(StoreError) {
-                    try Database.validate(conninfo: text)
-                } catch {
-                    throw invalid("\(variable) is not a URL libpq accepts: \(c.redacted(error.detail))")
-                }
+                c.sessionCacheDatabaseURL = try databaseURL(text, &c)
             }
         }
     }
@@ -267,6 +249,21 @@ public enum Setting: String, CaseIterable, Sendable {
             throw invalid("\(variable) must be a positive duration like 90, 90s, 15m, 12h or 30d (at most 3650d), got '\(text)'")
         }
         return .seconds(seconds)
+    }
+
+    /// A `postgresql://` URL libpq accepts. Its passwords join `c.secrets` before libpq sees it (libpq echoes a
+    /// malformed URL whole), so no message repeats them.
+    private func databaseURL(_ text: String, _ c: inout Configuration) throws(CommandError) -> String {
+        guard text.hasPrefix("postgresql://") || text.hasPrefix("postgres://") else {
+            throw invalid("\(variable) must start with postgresql:// or postgres://")
+        }
+        c.secrets = SettingText.passwords(inURL: text) + c.secrets
+        do throws(StoreError) {
+            try Database.validate(conninfo: text)
+        } catch {
+            throw invalid("\(variable) is not a URL libpq accepts: \(c.redacted(error.detail))")
+        }
+        return text
     }
 
     /// A comma-separated list of OAuth client IDs.

@@ -1,6 +1,5 @@
 // LISTEN/NOTIFY: the notifications PostgreSQL delivers to a connection, waited for with a limit.
 import CLibPQ
-import Glibc
 
 /// A notification a `LISTEN`ing connection received: its channel and payload, in the order the server sent them
 /// (commit order: a notification is delivered only once the transaction that sent it has committed).
@@ -24,13 +23,8 @@ extension Connection {
         guard PQconsumeInput(pg) == 1 else { throw pipelineBroken() }
         var received = drainNotifications()
         guard received.isEmpty else { return received }
-        var pending = pollfd(fd: PQsocket(pg), events: Int16(POLLIN), revents: 0)
-        guard pending.fd >= 0 else { throw pipelineBroken() }
         let milliseconds = Int32(clamping: max(0, Int(timeout / .milliseconds(1))))
-        var ready: Int32
-        repeat { ready = poll(&pending, 1, milliseconds) } while ready < 0 && errno == EINTR
-        guard ready >= 0 else { throw pipelineBroken() }
-        if ready > 0 {
+        if try socketReadable(waitingUpTo: milliseconds) {
             // A peer that closed the socket reads as ready; libpq then reports the connection bad.
             guard PQconsumeInput(pg) == 1, PQstatus(pg) == CONNECTION_OK else { throw pipelineBroken() }
             received = drainNotifications()

@@ -112,17 +112,24 @@ extension Connection {
                 guard PQconsumeInput(pg) == 1 else { throw pipelineBroken() }
                 if PQisBusy(pg) == 0 { break }
             }
-            var pending = pollfd(fd: PQsocket(pg), events: Int16(POLLIN), revents: 0)
-            guard pending.fd >= 0 else { throw pipelineBroken() }
-            let ready = poll(&pending, 1, limit)
-            if ready < 0 && errno == EINTR { continue }
-            if ready == 0 {
+            guard try socketReadable(waitingUpTo: limit) else {
                 // What the server does with the statement is unknown: this session is not used again.
                 needsReset = true
                 throw StoreError(.timedOut, "no answer from the server in \(limit) ms; the connection is dropped")
             }
-            guard ready > 0, PQconsumeInput(pg) == 1 else { throw pipelineBroken() }
+            guard PQconsumeInput(pg) == 1 else { throw pipelineBroken() }
         }
+    }
+
+    /// Whether the server's socket has something to read (or was closed) within `milliseconds`; false when the time
+    /// ran out. A signal does not cut the wait short of something to read.
+    func socketReadable(waitingUpTo milliseconds: Int32) throws(StoreError) -> Bool {
+        var pending = pollfd(fd: PQsocket(pg), events: Int16(POLLIN), revents: 0)
+        guard pending.fd >= 0 else { throw pipelineBroken() }
+        var ready: Int32
+        repeat { ready = poll(&pending, 1, milliseconds) } while ready < 0 && errno == EINTR
+        guard ready >= 0 else { throw pipelineBroken() }
+        return ready > 0
     }
 
     /// Copies a result out and frees it, or turns it into a StoreError (marking the connection for reset).
