@@ -135,7 +135,6 @@ package final class InMemoryStore: SessionStore, SecurityEventStore {
                                   expiresAt: Timestamp(unixSeconds: now + policy.lifetime)))
     }
 
-    /// One failure asked for (`failNext`) fails the whole batch, as a lost connection does on PostgreSQL.
     /// A new user, with what the events about its sub recorded before it existed say (as the sign-in statement's
     /// `pending`): revoked before the latest revocation, blocked by a disable no enable came after, flagged.
     private func firstSignIn(_ sub: String) -> User {
@@ -159,6 +158,7 @@ package final class InMemoryStore: SessionStore, SecurityEventStore {
         return user
     }
 
+    /// One failure asked for (`failNext`) fails the whole batch, as a lost connection does on PostgreSQL.
     package func signIns(_ batch: [(token: VerifiedToken, session: NewSession)]) throws -> [Result<SignInOutcome, any Error>] {
         try failIfAsked()
         signInBatches.append(batch.count)

@@ -1,6 +1,5 @@
 // The application's SQL: every statement a request or an operator command runs, with parameters only (typed ones
 // name theirs: `TypedStatement`).
-import IDToken
 import Store
 
 /// Statements are prepared once per connection (named) and reused by that worker. Times come back as

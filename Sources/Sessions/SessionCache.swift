@@ -232,12 +232,16 @@ package final class SessionCache: Sendable {
     }
 
     package var figures: Figures {
+        Figures(hits: counters.hits.load(ordering: .relaxed), misses: counters.misses.load(ordering: .relaxed),
+                unusable: counters.unusable.load(ordering: .relaxed), evictions: counters.evictions.load(ordering: .relaxed),
+                entries: shards.reduce(0) { total, shard in total + shard.withLock { $0.byHash.count } },
+                usable: isUsable, heartbeatAge: heartbeatAge)
+    }
+
+    /// Seconds since the last returned heartbeat was sent; nil when none has come back since the cache was disabled.
+    package var heartbeatAge: Double? {
         let confirmed = confirmedAt.load(ordering: .acquiring)
-        return Figures(hits: counters.hits.load(ordering: .relaxed), misses: counters.misses.load(ordering: .relaxed),
-                       unusable: counters.unusable.load(ordering: .relaxed), evictions: counters.evictions.load(ordering: .relaxed),
-                       entries: shards.reduce(0) { total, shard in total + shard.withLock { $0.byHash.count } },
-                       usable: isUsable,
-                       heartbeatAge: confirmed == 0 ? nil : Double(monotonicNanoseconds() &- confirmed) / 1e9)
+        return confirmed == 0 ? nil : Double(monotonicNanoseconds() &- confirmed) / 1e9
     }
 
     private final class Counters: Sendable {

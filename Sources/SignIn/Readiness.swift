@@ -37,7 +37,7 @@ package final class Readiness: Sendable {
     /// came back was sent; with none since its listener last connected, since the responder started).
     func trusts(_ cache: SessionCache, now: ContinuousClock.Instant = .now) -> Bool {
         if cache.isUsable { return true }
-        if let age = cache.figures.heartbeatAge { return age <= Self.cacheGrace / .seconds(1) }
+        if let age = cache.heartbeatAge { return age <= Self.cacheGrace / .seconds(1) }
         return now - started < Self.cacheGrace
     }
 

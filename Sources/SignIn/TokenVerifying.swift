@@ -57,7 +57,7 @@ package struct GoogleKeySets: TokenVerifying {
     }
 
     package func verify(_ token: String, with verifier: SecurityEventVerifier, now: Int64) -> Result<AcceptedSecurityEvent, IDTokenError> {
-        (risc?.keys ?? idTokens).verify(token, with: verifier, now: now)
+        risc?.verify(token, with: verifier, now: now) ?? idTokens.verify(token, with: verifier, now: now)
     }
 
     package var keyReadiness: KeyReadiness {
