@@ -88,10 +88,7 @@ public enum Setting: String, CaseIterable, Sendable {
             }
         case .keyWait:
             Entry(defaultText: "1s", help: "longest a sign-in waits for keys not yet loaded, 0...10s") { text, c throws(CommandError) in
-                guard let milliseconds = SettingText.milliseconds(text), milliseconds <= 10_000 else {
-                    throw invalid("\(variable) must be a duration from 0 to 10s (e.g. 1s, 250ms), got '\(text)'")
-                }
-                c.keyWait = .milliseconds(milliseconds)
+                c.keyWait = .milliseconds(try duration(text, SettingText.milliseconds, atMost: 10_000, "a duration from 0 to 10s (e.g. 1s, 250ms)"))
             }
         case .listen:
             Entry(defaultText: nil, help: "unix socket path or host:port (default: the socket inherited as fd 0, or fd 3 from systemd)") { text, c throws(CommandError) in
@@ -122,10 +119,7 @@ public enum Setting: String, CaseIterable, Sendable {
             }
         case .requestTimeout:
             Entry(defaultText: "10s", help: "longest a FastCGI request may take to arrive, 1s...300s") { text, c throws(CommandError) in
-                guard let seconds = SettingText.seconds(text), seconds <= 300 else {
-                    throw invalid("\(variable) must be a duration from 1s to 300s (e.g. 10s), got '\(text)'")
-                }
-                c.requestTimeout = .seconds(seconds)
+                c.requestTimeout = .seconds(try duration(text, SettingText.seconds, atMost: 300, "a duration from 1s to 300s (e.g. 10s)"))
             }
         case .hostedDomains:
             Entry(defaultText: nil, help: "comma-separated Workspace domains allowed (default: any account)") { text, c throws(CommandError) in
@@ -244,11 +238,17 @@ public enum Setting: String, CaseIterable, Sendable {
         return value
     }
 
+    /// A session duration: 90, 90s, 15m, 12h or 30d, up to `SettingText.maxDurationSeconds`.
     private func duration(_ text: String) throws(CommandError) -> Duration {
-        guard let seconds = SettingText.seconds(text) else {
-            throw invalid("\(variable) must be a positive duration like 90, 90s, 15m, 12h or 30d (at most 3650d), got '\(text)'")
-        }
-        return .seconds(seconds)
+        .seconds(try duration(text, SettingText.seconds, atMost: SettingText.maxDurationSeconds,
+                              "a positive duration like 90, 90s, 15m, 12h or 30d (at most 3650d)"))
+    }
+
+    /// A duration as `read` gives it (in its unit), at most `limit` of that unit; `form` says what is accepted.
+    private func duration(_ text: String, _ read: (String) -> Int64?, atMost limit: Int64, _ form: String)
+        throws(CommandError) -> Int64 {
+        guard let value = read(text), value <= limit else { throw invalid("\(variable) must be \(form), got '\(text)'") }
+        return value
     }
 
     /// A `postgresql://` URL libpq accepts. Its passwords join `c.secrets` before libpq sees it (libpq echoes a

@@ -28,11 +28,6 @@ public struct RiscConfiguration: Sendable, Hashable {
     public var issuer: String
     public var jwksURI: String
 
-    public init(issuer: String, jwksURI: String) {
-        self.issuer = issuer
-        self.jwksURI = jwksURI
-    }
-
     /// Larger documents are refused (Google's is under 2 KB).
     static let maxBytes = 64 * 1024
     /// The longest `issuer` and `jwks_uri` read.

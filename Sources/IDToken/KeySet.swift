@@ -133,16 +133,13 @@ private struct JWKSDocument: Decodable {
 /// One JWKS entry with every member optional; type errors are remembered, not thrown, so one odd entry
 /// does not poison the whole set.
 private struct JWKEntry: Decodable {
-    var kid: String?
-    var kty: String?
-    var alg: String?
-    var use: String?
+    var kid, kty, alg, use: String?
     var keyOps: [String]?
-    var crv: String?
-    var n: String?
-    var e: String?
-    var x: String?
-    var y: String?
+    /// An RSA key's modulus and exponent.
+    var n, e: String?
+    /// An EC key's curve and point.
+    var crv, x, y: String?
+    /// The first member found with the wrong JSON type.
     var badMember: String?
 
     init(from decoder: any Decoder) throws {

@@ -8,10 +8,6 @@ public struct SecurityEvent: Sendable, Hashable {
     public struct Subject: Sendable, Hashable {
         public var issuer: String
         public var sub: String
-        public init(issuer: String, sub: String) {
-            self.issuer = issuer
-            self.sub = sub
-        }
     }
 
     /// The event type URI (see the constants below).

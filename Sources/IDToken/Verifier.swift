@@ -203,18 +203,13 @@ struct Claims: Decodable {
     var aud: [String]?
     /// The authorized party: the client the token was issued to.
     var azp: String?
-    var exp: Int64?
-    var iat: Int64?
-    var nbf: Int64?
-    var sub: String?
-    var email: String?
+    /// Expiry, issue and not-before times, in seconds since the epoch.
+    var exp, iat, nbf: Int64?
+    /// The Google account.
+    var sub, email: String?
     var emailVerified: Bool?
-    var name: String?
-    var givenName: String?
-    var familyName: String?
-    var picture: String?
-    var locale: String?
-    var hd: String?
+    /// The profile a sign-in records.
+    var name, givenName, familyName, picture, locale, hd: String?
     var hasEvents = false
 
     enum CodingKeys: String, CodingKey {
@@ -232,15 +227,7 @@ struct Claims: Decodable {
         nbf = try c.claimTime(.nbf)
         sub = try c.claimString(.sub)
         email = try c.claimString(.email)
-        // Google has sent both `true` and `"true"`.
-        if let b = try? c.decodeIfPresent(Bool.self, forKey: .emailVerified) {
-            emailVerified = b
-        } else if c.contains(.emailVerified) {
-            guard let s = try? c.decode(String.self, forKey: .emailVerified), s == "true" || s == "false" else {
-                throw ClaimTypeError(claim: "email_verified")
-            }
-            emailVerified = s == "true"
-        }
+        emailVerified = try c.claimBoolean(.emailVerified)
         name = try c.claimString(.name)
         givenName = try c.claimString(.givenName)
         familyName = try c.claimString(.familyName)
@@ -279,6 +266,17 @@ extension KeyedDecodingContainer {
         }
         guard d.isFinite, abs(d) < 9_007_199_254_740_992 else { throw ClaimTypeError(claim: key.stringValue) }
         return Int64(d.rounded(.down))
+    }
+
+    /// A boolean claim: `true`/`false`, or the strings `"true"`/`"false"` (Google has sent both); anything else,
+    /// null included, is refused.
+    func claimBoolean(_ key: Key) throws -> Bool? {
+        if let b = try? decodeIfPresent(Bool.self, forKey: key) { return b }
+        guard contains(key) else { return nil }
+        guard let s = try? decode(String.self, forKey: key), s == "true" || s == "false" else {
+            throw ClaimTypeError(claim: key.stringValue)
+        }
+        return s == "true"
     }
 
     /// `aud`: a string (as Google sends it) or an array of strings; tries the common form first.

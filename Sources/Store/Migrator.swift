@@ -6,11 +6,6 @@ public struct Migration: Sendable, Equatable {
     public let name: String
     public let sql: String
 
-    public init(name: String, sql: String) {
-        self.name = name
-        self.sql = sql
-    }
-
     /// Migration files are `NNN_words.sql` (three or more digits, lower-case words); anything else in the
     /// folder (queries.sql, README) is not a migration.
     public static func isMigrationFileName(_ name: String) -> Bool {

@@ -6,11 +6,6 @@ import CLibPQ
 public struct DatabaseNotification: Sendable, Equatable {
     public let channel: String
     public let payload: String
-
-    public init(channel: String, payload: String) {
-        self.channel = channel
-        self.payload = payload
-    }
 }
 
 extension Connection {

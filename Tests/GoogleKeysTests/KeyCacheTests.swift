@@ -3,7 +3,7 @@
 // loader and a real local HTTP server.
 import Foundation
 import GoogleKeys
-import IDToken
+@testable import IDToken
 import Testing
 import TestSupport
 

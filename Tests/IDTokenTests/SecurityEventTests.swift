@@ -1,6 +1,6 @@
 // Security event tokens (Cross-Account Protection): every documented shape verified, every refusal by its reason.
 import Foundation
-import IDToken
+@testable import IDToken
 import Signing
 import Testing
 

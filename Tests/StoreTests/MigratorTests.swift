@@ -1,7 +1,7 @@
 // Migrator: applies files in order, once, refuses edited ones, rolls back broken ones, tolerates races.
 import Foundation
 import TestSupport
-import Store
+@testable import Store
 import Testing
 
 @Suite struct MigratorTests {
