@@ -38,6 +38,8 @@ SYSUSERSDIR  ?= $(PREFIX)/lib/sysusers.d
 SYSCONFDIR   ?= /etc
 NGINXDIR     ?= $(SYSCONFDIR)/nginx/tokensignin
 STRIP        ?= strip
+# The packaging examples installed under $(DOCDIR)/examples: monitoring and the high-availability layouts.
+EXAMPLES     := prometheus grafana patroni haproxy
 SERVICE_USER  = tokensignin
 
 # The shipped binary: the Swift runtime and Foundation linked in, no $ORIGIN runpath; its own build folder so
@@ -160,6 +162,9 @@ install-files: ## the files of `make install` only (DESTDIR-aware; builds nothin
 	$(if $(STRIP),$(STRIP) --strip-unneeded $(DESTDIR)$(BINDIR)/tokensignin)
 	install -m 0644 sql/*.sql $(DESTDIR)$(PKGDATADIR)/sql/
 	install -m 0644 docs/*.md $(DESTDIR)$(DOCDIR)/
+	for dir in $(EXAMPLES); do \
+		install -d -m 0755 $(DESTDIR)$(DOCDIR)/examples/$$dir && install -m 0644 packaging/$$dir/* $(DESTDIR)$(DOCDIR)/examples/$$dir/; \
+	done
 	@# The unit and env sources name the default prefix; another PREFIX is written into the installed copies.
 	for unit in packaging/systemd/*; do \
 		sed -e 's|/usr/local/bin/|$(BINDIR)/|g' $$unit > $(DESTDIR)$(UNITDIR)/$${unit##*/}; \
