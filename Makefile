@@ -134,11 +134,12 @@ restart: build ## restart the local responder the way a deploy does: the socket 
 stop: ## stop what `make run` started
 	scripts/local-run stop
 
-bench: deps ## the benchmarks (bench/verify, signin, session, revocation, mixed, responders): ratios against OpenSSL, pgbench, one responder
+bench: deps ## the benchmarks (bench/verify, signin, session, revocation, idle, mixed, responders): ratios against OpenSSL, pgbench, one responder
 	bench/verify
 	bench/signin
 	bench/session
 	bench/revocation
+	bench/idle
 	bench/mixed
 	bench/responders
 
