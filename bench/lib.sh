@@ -81,15 +81,22 @@ start_responder() {
     local binary=$1; shift
     stop_responder
     rm -f "$TOKENSIGNIN_LISTEN"
-    # An earlier build (BENCH_BASELINE_BIN) refuses settings it does not know: it gets only those its --help lists.
-    local known var unknown=() database=$PGDATABASE
-    known=$("$binary" serve --help 2>/dev/null || true)
-    for var in $(compgen -e | grep '^TOKENSIGNIN_'); do grep -q "$var," <<<"$known" || unknown+=(-u "$var"); done
-    if [ -n "${BENCH_BASELINE_BIN:-}" ] && [ "$binary" = "$BENCH_BASELINE_BIN" ]; then database=$baseline_database; fi
-    env "${unknown[@]}" PGDATABASE="$database" "$@" "$binary" serve >>"$dir/tokensignin.log" 2>&1 &
+    responder_env "$binary"
+    env "${responder_args[@]}" "$@" "$binary" serve >>"$dir/tokensignin.log" 2>&1 &
     echo $! >"$dir/tokensignin.pid"
     for _ in $(seq 100); do [ -S "$TOKENSIGNIN_LISTEN" ] && break; sleep 0.1; done
     [ -S "$TOKENSIGNIN_LISTEN" ] || { tail -n 20 "$dir/tokensignin.log" >&2; exit 1; }
+}
+
+# Sets responder_args to env's arguments for BIN: an earlier build (BENCH_BASELINE_BIN) refuses settings it does
+# not know, so it gets only those its --help lists, and runs on its own database (bench_start).
+responder_env() {
+    local binary=$1 known var database=$PGDATABASE
+    responder_args=()
+    known=$("$binary" serve --help 2>/dev/null || true)
+    for var in $(compgen -e | grep '^TOKENSIGNIN_'); do grep -q "$var," <<<"$known" || responder_args+=(-u "$var"); done
+    if [ -n "${BENCH_BASELINE_BIN:-}" ] && [ "$binary" = "$BENCH_BASELINE_BIN" ]; then database=$baseline_database; fi
+    responder_args+=(PGDATABASE="$database")
 }
 
 stop_responder() {

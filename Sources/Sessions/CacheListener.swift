@@ -1,21 +1,41 @@
-// The session cache's own connection to PostgreSQL: the triggers' notifications, a heartbeat, the due last_seen_at.
+// The session cache's own connection to PostgreSQL: the triggers' notifications, shared heartbeats, the due last_seen_at.
 import Logging
-import Signing
 import Store
 import Synchronization
 import Threads
 
 /// Keeps a `SessionCache` true. On one direct connection (never a transaction pooler's: LISTEN belongs to a server
 /// session) it LISTENs on `channel`, where the triggers of sql/014 announce every session that may have ended and
-/// every user whose sessions may have; it evicts them. Every `heartbeat` it NOTIFYs a channel of its own and, when
-/// that comes back, tells the cache everything committed before it was sent has been applied. It also writes the
-/// `last_seen_at` of the checks the cache answered. When the connection breaks or lags, the cache is disabled
-/// (emptied; checks ask PostgreSQL) until a heartbeat comes back on a new one.
+/// every user whose sessions may have; it evicts them. It also writes the `last_seen_at` of the checks the cache
+/// answered. When the connection breaks or lags, the cache is disabled (emptied; checks ask PostgreSQL) until a
+/// heartbeat vouches for it again on a new one.
+///
+/// Heartbeats are shared by every responder on the database. PostgreSQL wakes every listening server process of a
+/// database for every NOTIFY, whatever its channel, so one heartbeat per responder every 50 ms would cost the
+/// primary in proportion to the square of the responders. Instead, every `tick` the listener either sends a
+/// heartbeat of its own on `heartbeatChannel`, its transaction id and number as the payload, when nothing has vouched for
+/// the cache for `heartbeat`; or, while other responders' heartbeats are heard, takes a snapshot: the `xmax` of
+/// `pg_current_snapshot()`, the first transaction id not completed then. A heartbeat of any responder (a server
+/// process of this connection's role) whose id is at least a snapshot's `xmax` committed after that snapshot was
+/// taken; notifications arrive in commit order, so once it has arrived every notification committed before the
+/// snapshot has been applied, and the cache is vouched for as of the moment the snapshot was asked for. One's own
+/// heartbeat vouches as of the moment it was sent (`Vouching`).
 package final class CacheListener: Sendable {
     /// Where the triggers announce ended sessions (sql/014_session_notifications.sql).
     package static let channel = "tokensignin_sessions"
-    /// How often a heartbeat is sent; the cache is usable while one sent within its `bound` has come back.
-    package static let heartbeat: Duration = .milliseconds(50)
+    /// Where every responder's listener sends and receives heartbeats.
+    package static let heartbeatChannel = "tokensignin_heartbeat"
+    /// How often the listener takes a snapshot or sends a heartbeat.
+    static let tick: Duration = .milliseconds(25)
+    /// A heartbeat of its own is sent when the cache was last vouched for as of longer ago than this: alone, one every
+    /// other tick (50 ms), each back well within the cache's bound (100 ms) of the one before.
+    package static let heartbeat: Duration = .milliseconds(40)
+    /// While others' heartbeats are heard, each connection waits a little longer than `heartbeat`, by its own amount
+    /// drawn from 0 up to this: the one that waits least sends most of the heartbeats, the rest rarely need to.
+    static let patienceSpread: Duration = .milliseconds(20)
+    /// Snapshots are taken only while another responder's heartbeats have been heard within this: alone, a
+    /// listener's own heartbeats vouch for its cache without them.
+    static let othersHeard: Duration = .seconds(1)
     /// How often the due `last_seen_at` are written.
     static let seenInterval: Duration = .seconds(1)
     /// The longest the listener waits for PostgreSQL's answer to its own statements before it gives the connection up.
@@ -27,8 +47,6 @@ package final class CacheListener: Sendable {
     private let conninfo: String
     private let log: Log
     private let redact: @Sendable (String) -> String
-    /// This responder's heartbeat channel: only it listens there.
-    private let heartbeatChannel = "tokensignin_heartbeat_" + SecureRandom.bytes(8).map { String($0, radix: 16) }.joined()
     private let state = Monitor<State>(State())
 
     private struct State {
@@ -84,8 +102,8 @@ package final class CacheListener: Sendable {
         cache.disable()
     }
 
-    /// One connection's life: listen, then heartbeats, evictions and writes until it fails or the listener stops.
-    /// `connected` is called once the first heartbeat has come back.
+    /// One connection's life: listen, then snapshots, heartbeats, evictions and writes until it fails or the
+    /// listener stops. `connected` is called once a heartbeat has first vouched for the cache.
     /// Only a primary delivers notifications (a standby refuses LISTEN): among several hosts, libpq is asked for a
     /// writable one, whatever the conninfo's `target_session_attrs` says.
     private func listen(connected: () -> Void) throws(StoreError) {
@@ -94,28 +112,36 @@ package final class CacheListener: Sendable {
         // A heartbeat only needs to be ordered with the others' commits here, not to wait for a standby.
         try connection.query("SET synchronous_commit TO local")
         try connection.query("LISTEN \(Self.channel)")
-        try connection.query("LISTEN \(heartbeatChannel)")
+        try connection.query("LISTEN \(Self.heartbeatChannel)")
+        let backendPID: Int = try connection.query("SELECT pg_backend_pid()").decode(row: 0, as: Int.self)
         // Whatever was cached before this connection listened may have missed a notification.
         cache.flush()
-        var sent: [UInt64: UInt64] = [:]  // heartbeat number -> when it was sent (monotonic nanoseconds)
-        var number: UInt64 = 0
-        var nextBeat: UInt64 = 0
+        var vouching = Vouching(ownPID: Int32(truncatingIfNeeded: backendPID))
+        let patience = Self.heartbeat + .nanoseconds(Int64.random(in: 0...Int64(Self.patienceSpread.nanoseconds)))
+        var nextTick: UInt64 = 0
         var nextSeen = monotonicDeadline(after: Self.seenInterval)
         var confirmedOnce = false
         while !stopping {
             let now = monotonicNanoseconds()
-            if now >= nextBeat {
-                number += 1
-                sent[number] = now
-                sent[number &- 64] = nil  // a heartbeat older than that never counts again
-                try connection.execute(Queries.heartbeat, [heartbeatChannel, String(number)])
-                nextBeat = now + Self.heartbeat.nanoseconds
+            if now >= nextTick {
+                let othersHeard = vouching.hearsOthers(within: Self.othersHeard, now: now)
+                if cache.vouchedFor(within: othersHeard ? patience : Self.heartbeat, now: now) {
+                    if othersHeard {
+                        vouching.took(snapshot: try connection.execute(Queries.heartbeatSnapshot).decode(row: 0, as: Int64.self),
+                                      at: now)
+                    }
+                } else {
+                    let number = vouching.sending(at: now)
+                    try connection.execute(Queries.heartbeat, [Self.heartbeatChannel, String(number)])
+                    cache.countHeartbeat()
+                }
+                nextTick = now + Self.tick.nanoseconds
             }
             if now >= nextSeen {
                 try recordSeen(connection)
                 nextSeen = monotonicDeadline(after: Self.seenInterval)
             }
-            let waitFor = Duration.nanoseconds(Int64(nextBeat &- min(nextBeat, monotonicNanoseconds())))
+            let waitFor = Duration.nanoseconds(Int64(nextTick &- min(nextTick, monotonicNanoseconds())))
             var sessions: Set<Int64> = [], users: Set<Int64> = []
             for note in try connection.notifications(waitingUpTo: waitFor) {
                 if note.channel == Self.channel {
@@ -125,7 +151,12 @@ package final class CacheListener: Sendable {
                         users.removeAll()
                         continue
                     }
-                } else if note.channel == heartbeatChannel, let beat = UInt64(note.payload), let at = sent[beat] {
+                } else if note.channel == Self.heartbeatChannel, let beat = Vouching.Heartbeat(note.payload),
+                          let at = try vouching.received(beat, from: note.senderPID, now: monotonicNanoseconds(),
+                                                         sameRole: { (pid) throws(StoreError) in
+                                                             try connection.execute(Queries.heartbeatSender, [Int(pid)])
+                                                                 .decode(row: 0, as: Bool.self)
+                                                         }) {
                     // In order: what came before this heartbeat is evicted before it vouches for the cache.
                     cache.evict(sessions: sessions, users: users)
                     sessions.removeAll()

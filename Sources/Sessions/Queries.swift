@@ -77,9 +77,24 @@ package enum Queries {
           FROM s
         """)
 
-    /// The session cache's heartbeat: a notification to the listener's own channel (`$1`), numbered (`$2`). Prepared
-    /// once per connection: twenty a second per responder would otherwise each be parsed and planned.
-    package static let heartbeat = Statement(name: "cache_heartbeat", sql: "SELECT pg_notify($1, $2)")
+    /// The session cache's heartbeat: a notification on the shared heartbeat channel (`$1`) whose payload is the
+    /// sending transaction's id and the sender's own number for it (`$2`). Prepared once per connection, as are the
+    /// two below: the listener runs one of them every 25 ms.
+    package static let heartbeat = Statement(name: "cache_heartbeat", sql: """
+        SELECT pg_notify($1, pg_current_xact_id()::text || ' ' || $2)
+        """)
+
+    /// The session cache's snapshot: the first transaction id not completed now. A heartbeat of any responder whose
+    /// transaction id is at least this committed after it was taken (pg_current_snapshot's `xmax`).
+    package static let heartbeatSnapshot = Statement(name: "cache_heartbeat_snapshot", sql: """
+        SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint
+        """)
+
+    /// Whether the server process `$1` that sent a heartbeat runs as this connection's role: only those heartbeats
+    /// vouch for the cache (any role that can connect may NOTIFY any channel).
+    package static let heartbeatSender = Statement(name: "cache_heartbeat_sender", sql: """
+        SELECT EXISTS (SELECT FROM pg_stat_activity WHERE pid = $1::int AND usename = session_user)
+        """)
 
     /// The session cache's `last_seen_at` refresh: the checks it answered from memory that are due, written in one
     /// statement per interval (`$1`, an array of session ids), each at most once a minute as the check itself does,
@@ -365,7 +380,7 @@ package enum StatementCatalog {
     package static let entries = [typed(Queries.signIn), typed(Queries.checkSession), typed(Queries.signInFailure),
                                   typed(Queries.signOut), typed(Queries.listSessions), typed(Queries.revokeOwnSession),
                                   typed(SecurityEventQueries.apply), typed(SecurityEventQueries.recordUnparsed)]
-        + ([Queries.heartbeat, Queries.recordSeen, ServiceSettingsQueries.record, ServiceSettingsQueries.read] + OperatorQueries.statements)
+        + ([Queries.heartbeat, Queries.heartbeatSnapshot, Queries.heartbeatSender, Queries.recordSeen, ServiceSettingsQueries.record, ServiceSettingsQueries.read] + OperatorQueries.statements)
             .map { Entry(statement: $0, parameters: []) }
     package static var statements: [Statement] { entries.map(\.statement) }
     package static var names: [String] { statements.map(\.name) }

@@ -207,6 +207,17 @@ package final class SessionCache: Sendable {
         confirmedAt.store(max(confirmedAt.load(ordering: .relaxed), sentAt), ordering: .releasing)
     }
 
+    /// Whether a heartbeat has vouched for the cache as of `now` minus `age` or later (monotonic nanoseconds).
+    package func vouchedFor(within age: Duration, now: UInt64) -> Bool {
+        let confirmed = confirmedAt.load(ordering: .acquiring)
+        return confirmed > 0 && now &- confirmed <= age.nanoseconds
+    }
+
+    /// The listener sent a heartbeat of its own (none had vouched for the cache lately).
+    package func countHeartbeat() {
+        counters.heartbeats.add(1, ordering: .relaxed)
+    }
+
     /// The listener lost PostgreSQL: nothing is served from memory until a heartbeat comes back on a new connection.
     package func disable() {
         confirmedAt.store(0, ordering: .releasing)
@@ -226,6 +237,8 @@ package final class SessionCache: Sendable {
     /// Lookups by outcome, evictions and entries, for `/metrics`.
     package struct Figures: Sendable, Equatable {
         package var hits, misses, unusable, evictions, entries: Int
+        /// Heartbeats this responder sent (others' heartbeats vouch for its cache too).
+        package var heartbeats: Int
         package var usable: Bool
         /// Seconds since the last returned heartbeat was sent; nil when none has come back since the cache was disabled.
         package var heartbeatAge: Double?
@@ -235,7 +248,7 @@ package final class SessionCache: Sendable {
         Figures(hits: counters.hits.load(ordering: .relaxed), misses: counters.misses.load(ordering: .relaxed),
                 unusable: counters.unusable.load(ordering: .relaxed), evictions: counters.evictions.load(ordering: .relaxed),
                 entries: shards.reduce(0) { total, shard in total + shard.withLock { $0.byHash.count } },
-                usable: isUsable, heartbeatAge: heartbeatAge)
+                heartbeats: counters.heartbeats.load(ordering: .relaxed), usable: isUsable, heartbeatAge: heartbeatAge)
     }
 
     /// Seconds since the last returned heartbeat was sent; nil when none has come back since the cache was disabled.
@@ -245,6 +258,7 @@ package final class SessionCache: Sendable {
     }
 
     private final class Counters: Sendable {
-        let hits = Atomic<Int>(0), misses = Atomic<Int>(0), unusable = Atomic<Int>(0), evictions = Atomic<Int>(0)
+        let hits = Atomic<Int>(0), misses = Atomic<Int>(0), unusable = Atomic<Int>(0), evictions = Atomic<Int>(0),
+            heartbeats = Atomic<Int>(0)
     }
 }

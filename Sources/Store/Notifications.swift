@@ -6,6 +6,8 @@ import CLibPQ
 public struct DatabaseNotification: Sendable, Equatable {
     public let channel: String
     public let payload: String
+    /// The process ID of the server process that sent it (its `pg_backend_pid()`).
+    public let senderPID: Int32
 }
 
 extension Connection {
@@ -32,7 +34,8 @@ extension Connection {
         var received: [DatabaseNotification] = []
         while let notify = PQnotifies(pg) {
             received.append(DatabaseNotification(channel: String(cString: notify.pointee.relname),
-                                         payload: String(cString: notify.pointee.extra)))
+                                         payload: String(cString: notify.pointee.extra),
+                                         senderPID: notify.pointee.be_pid))
             PQfreemem(notify)
         }
         return received
