@@ -13,13 +13,14 @@ import Threads
 /// Heartbeats are shared by every responder on the database. PostgreSQL wakes every listening server process of a
 /// database for every NOTIFY, whatever its channel, so one heartbeat per responder every 50 ms would cost the
 /// primary in proportion to the square of the responders. Instead, every `tick` the listener either sends a
-/// heartbeat of its own on `heartbeatChannel`, its transaction id and number as the payload, when nothing has vouched for
-/// the cache for `heartbeat`; or, while other responders' heartbeats are heard, takes a snapshot: the `xmax` of
-/// `pg_current_snapshot()`, the first transaction id not completed then. A heartbeat of any responder (a server
-/// process of this connection's role) whose id is at least a snapshot's `xmax` committed after that snapshot was
-/// taken; notifications arrive in commit order, so once it has arrived every notification committed before the
-/// snapshot has been applied, and the cache is vouched for as of the moment the snapshot was asked for. One's own
-/// heartbeat vouches as of the moment it was sent (`Vouching`).
+/// heartbeat of its own on `heartbeatChannel` when nothing has vouched for the cache for `heartbeat` (payload: its
+/// transaction id, its number and its server process's start); or, while other responders' heartbeats are heard,
+/// takes a snapshot: the `xmax` of `pg_current_snapshot()` (no transaction whose id is at or above it had completed
+/// then). A heartbeat of any responder (a server process of this connection's role, told apart by its process ID
+/// and start) whose id is at least a snapshot's `xmax` committed after that snapshot was taken; notifications
+/// arrive in commit order, so once it has arrived every notification committed before the snapshot has been
+/// applied, and the cache is vouched for as of the moment the snapshot was asked for. One's own heartbeat vouches
+/// as of the moment it was sent (`Vouching`).
 package final class CacheListener: Sendable {
     /// Where the triggers announce ended sessions (sql/014_session_notifications.sql).
     package static let channel = "tokensignin_sessions"
@@ -113,10 +114,10 @@ package final class CacheListener: Sendable {
         try connection.query("SET synchronous_commit TO local")
         try connection.query("LISTEN \(Self.channel)")
         try connection.query("LISTEN \(Self.heartbeatChannel)")
-        let backendPID: Int = try connection.query("SELECT pg_backend_pid()").decode(row: 0, as: Int.self)
+        let (backendPID, started) = try connection.execute(Queries.heartbeatSelf).decode(row: 0, as: Int.self, Int64.self)
         // Whatever was cached before this connection listened may have missed a notification.
         cache.flush()
-        var vouching = Vouching(ownPID: Int32(truncatingIfNeeded: backendPID))
+        var vouching = Vouching(own: Vouching.Sender(pid: Int32(truncatingIfNeeded: backendPID), started: started))
         let patience = Self.heartbeat + .nanoseconds(Int64.random(in: 0...Int64(Self.patienceSpread.nanoseconds)))
         var nextTick: UInt64 = 0
         var nextSeen = monotonicDeadline(after: Self.seenInterval)
@@ -132,7 +133,7 @@ package final class CacheListener: Sendable {
                     }
                 } else {
                     let number = vouching.sending(at: now)
-                    try connection.execute(Queries.heartbeat, [Self.heartbeatChannel, String(number)])
+                    try connection.execute(Queries.heartbeat, [Self.heartbeatChannel, String(number), String(started)])
                     cache.countHeartbeat()
                 }
                 nextTick = now + Self.tick.nanoseconds
@@ -153,8 +154,9 @@ package final class CacheListener: Sendable {
                     }
                 } else if note.channel == Self.heartbeatChannel, let beat = Vouching.Heartbeat(note.payload),
                           let at = try vouching.received(beat, from: note.senderPID, now: monotonicNanoseconds(),
-                                                         sameRole: { (pid) throws(StoreError) in
-                                                             try connection.execute(Queries.heartbeatSender, [Int(pid)])
+                                                         sameRole: { (sender) throws(StoreError) in
+                                                             try connection.execute(Queries.heartbeatSender,
+                                                                                    [Int(sender.pid), sender.started])
                                                                  .decode(row: 0, as: Bool.self)
                                                          }) {
                     // In order: what came before this heartbeat is evicted before it vouches for the cache.

@@ -78,22 +78,33 @@ package enum Queries {
         """)
 
     /// The session cache's heartbeat: a notification on the shared heartbeat channel (`$1`) whose payload is the
-    /// sending transaction's id and the sender's own number for it (`$2`). Prepared once per connection, as are the
-    /// two below: the listener runs one of them every 25 ms.
+    /// sending transaction's id, the sender's own number for it (`$2`) and when the sending server process started
+    /// (`$3`, microseconds since the epoch). Prepared once per connection, as are the three below: the listener runs
+    /// this one or the next every 25 ms.
     package static let heartbeat = Statement(name: "cache_heartbeat", sql: """
-        SELECT pg_notify($1, pg_current_xact_id()::text || ' ' || $2)
+        SELECT pg_notify($1, pg_current_xact_id()::text || ' ' || $2 || ' ' || $3)
         """)
 
-    /// The session cache's snapshot: the first transaction id not completed now. A heartbeat of any responder whose
-    /// transaction id is at least this committed after it was taken (pg_current_snapshot's `xmax`).
+    /// The session cache's snapshot: `pg_current_snapshot()`'s `xmax`; no transaction whose id is at or above it had
+    /// completed when it was taken, so a heartbeat of any responder whose id is at least this committed after it.
     package static let heartbeatSnapshot = Statement(name: "cache_heartbeat_snapshot", sql: """
         SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint
         """)
 
-    /// Whether the server process `$1` that sent a heartbeat runs as this connection's role: only those heartbeats
-    /// vouch for the cache (any role that can connect may NOTIFY any channel).
+    /// Whether the server process `$1` that sent a heartbeat, started at `$2` (as its payload says), runs as this
+    /// connection's role: only those heartbeats vouch for the cache (any role that can connect may NOTIFY any
+    /// channel). The start tells that process from a later one given the same process ID, and other roles cannot
+    /// read it (pg_stat_activity shows them NULL).
     package static let heartbeatSender = Statement(name: "cache_heartbeat_sender", sql: """
-        SELECT EXISTS (SELECT FROM pg_stat_activity WHERE pid = $1::int AND usename = session_user)
+        SELECT EXISTS (SELECT FROM pg_stat_activity
+                        WHERE pid = $1::int AND usename = session_user
+                          AND (extract(epoch FROM backend_start) * 1000000)::bigint = $2::bigint)
+        """)
+
+    /// The listener connection's own server process: its ID and when it started (microseconds since the epoch).
+    package static let heartbeatSelf = Statement(name: "cache_heartbeat_self", sql: """
+        SELECT pid, (extract(epoch FROM backend_start) * 1000000)::bigint
+          FROM pg_stat_activity WHERE pid = pg_backend_pid()
         """)
 
     /// The session cache's `last_seen_at` refresh: the checks it answered from memory that are due, written in one
@@ -380,7 +391,8 @@ package enum StatementCatalog {
     package static let entries = [typed(Queries.signIn), typed(Queries.checkSession), typed(Queries.signInFailure),
                                   typed(Queries.signOut), typed(Queries.listSessions), typed(Queries.revokeOwnSession),
                                   typed(SecurityEventQueries.apply), typed(SecurityEventQueries.recordUnparsed)]
-        + ([Queries.heartbeat, Queries.heartbeatSnapshot, Queries.heartbeatSender, Queries.recordSeen, ServiceSettingsQueries.record, ServiceSettingsQueries.read] + OperatorQueries.statements)
+        + ([Queries.heartbeat, Queries.heartbeatSnapshot, Queries.heartbeatSender, Queries.heartbeatSelf,
+            Queries.recordSeen, ServiceSettingsQueries.record, ServiceSettingsQueries.read] + OperatorQueries.statements)
             .map { Entry(statement: $0, parameters: []) }
     package static var statements: [Statement] { entries.map(\.statement) }
     package static var names: [String] { statements.map(\.name) }

@@ -3,10 +3,10 @@ import Synchronization
 import Threads
 
 /// What a session check needs, by the presented token's hash, bounded (least recently used out), shared by the
-/// workers of one responder. An entry is served only while the cache is **usable**: its listener (`CacheListener`)
-/// has seen, within `bound`, a heartbeat it sent through PostgreSQL come back. Notifications are delivered in commit
-/// order, so every revocation committed before that heartbeat was sent has been applied: a revocation committed at
-/// t is refused from t + `bound` on, by every responder. Expiry and the idle timeout are judged on every hit; a
+/// workers of one responder. An entry is served only while the cache is **usable**: a heartbeat through PostgreSQL
+/// has vouched for it (`CacheListener`) as of a moment within `bound`. Notifications are delivered in commit order,
+/// so every revocation committed before that moment has been applied: a revocation committed at t is refused from
+/// t + `bound` on, by every responder. Expiry and the idle timeout are judged on every hit; a
 /// session that looks idle here is asked of PostgreSQL (another responder may have seen it since).
 package final class SessionCache: Sendable {
     /// How a lookup went.
@@ -75,11 +75,11 @@ package final class SessionCache: Sendable {
     private let shards: [Locked]
     private let perShard: Int
     private let idleTimeout: Int64
-    /// How old the last returned heartbeat may be for the cache to be served from.
+    /// How long ago the moment a heartbeat last vouched for the cache as of may be for the cache to be served from.
     package let bound: Duration
     /// Bumped by every eviction and flush: an insert of a lookup that began before one is dropped.
     private let generation = Atomic<UInt64>(0)
-    /// Monotonic nanoseconds at which the last heartbeat that came back was sent; 0: none since the cache was
+    /// The moment (monotonic nanoseconds) a heartbeat last vouched for the cache as of; 0: none since the cache was
     /// last disabled.
     private let confirmedAt = Atomic<UInt64>(0)
     /// Sessions whose `last_seen_at` is due to be written (the listener writes them in one statement).
@@ -100,7 +100,7 @@ package final class SessionCache: Sendable {
 
     // MARK: workers
 
-    /// Whether a heartbeat sent within `bound` has come back.
+    /// Whether a heartbeat has vouched for the cache as of a moment within `bound`.
     package var isUsable: Bool {
         let confirmed = confirmedAt.load(ordering: .acquiring)
         return confirmed > 0 && monotonicNanoseconds() &- confirmed <= bound.nanoseconds
@@ -202,7 +202,8 @@ package final class SessionCache: Sendable {
 
     // MARK: the listener
 
-    /// A heartbeat sent at `sentAt` (monotonic nanoseconds) came back: everything committed before then is applied.
+    /// A heartbeat vouched for the cache as of `sentAt` (monotonic nanoseconds): everything committed before then
+    /// is applied.
     package func confirm(sentAt: UInt64) {
         confirmedAt.store(max(confirmedAt.load(ordering: .relaxed), sentAt), ordering: .releasing)
     }
@@ -218,7 +219,7 @@ package final class SessionCache: Sendable {
         counters.heartbeats.add(1, ordering: .relaxed)
     }
 
-    /// The listener lost PostgreSQL: nothing is served from memory until a heartbeat comes back on a new connection.
+    /// The listener lost PostgreSQL: nothing is served from memory until a heartbeat vouches for it on a new connection.
     package func disable() {
         confirmedAt.store(0, ordering: .releasing)
         flush()
@@ -240,7 +241,7 @@ package final class SessionCache: Sendable {
         /// Heartbeats this responder sent (others' heartbeats vouch for its cache too).
         package var heartbeats: Int
         package var usable: Bool
-        /// Seconds since the last returned heartbeat was sent; nil when none has come back since the cache was disabled.
+        /// Seconds since the moment a heartbeat last vouched for the cache as of; nil when none has since it was disabled.
         package var heartbeatAge: Double?
     }
 
@@ -251,7 +252,7 @@ package final class SessionCache: Sendable {
                 heartbeats: counters.heartbeats.load(ordering: .relaxed), usable: isUsable, heartbeatAge: heartbeatAge)
     }
 
-    /// Seconds since the last returned heartbeat was sent; nil when none has come back since the cache was disabled.
+    /// Seconds since the moment a heartbeat last vouched for the cache as of; nil when none has since it was disabled.
     package var heartbeatAge: Double? {
         let confirmed = confirmedAt.load(ordering: .acquiring)
         return confirmed == 0 ? nil : Double(monotonicNanoseconds() &- confirmed) / 1e9

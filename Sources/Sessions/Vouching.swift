@@ -2,18 +2,26 @@
 import Store
 
 /// Matches the heartbeats that arrive with what one listener connection asked and sent (`CacheListener`). A
-/// heartbeat's payload is its transaction id and its sender's number for it. One's own heartbeat vouches as of the moment it was sent. Any other
-/// heartbeat, from a server process of the same role, vouches as of the latest snapshot whose `xmax` (the first
-/// transaction id not completed when it was taken) is at most its id: it committed after that snapshot. Bounded:
-/// a few recent snapshots and heartbeats (older ones are past the cache's bound anyway), and the senders looked up.
+/// heartbeat's payload is its transaction id, its sender's number for it and when the sending server process
+/// started. One's own heartbeat vouches as of the moment it was sent. Any other heartbeat, from a server process of
+/// the same role, vouches as of the latest snapshot whose `xmax` is at most its id (no transaction at or above a
+/// snapshot's `xmax` had completed when it was taken, so the heartbeat committed after it). Bounded: a few recent
+/// snapshots and heartbeats (older ones are past the cache's bound anyway), and the senders looked up.
 struct Vouching {
     /// Snapshots and own heartbeats kept: at one every 25 ms, 16 span 400 ms, four times the cache's bound.
     static let kept = 16
     /// Senders whose role is remembered; beyond that the memory starts again (each is looked up once more).
     static let keptSenders = 1_024
 
+    /// A server process: its ID and when it started (microseconds since the epoch). The start tells it from a later
+    /// process given the same ID; other roles cannot read it.
+    struct Sender: Hashable {
+        var pid: Int32
+        var started: Int64
+    }
+
     /// This connection's server process.
-    let ownPID: Int32
+    let own: Sender
     /// How long a sender's role, once looked up, is taken as known (a process ID may be reused).
     var senderCheckInterval: Duration = .seconds(10)
     /// Snapshots in the order taken (their `xmax` never decreases): the `xmax` and when it was asked for.
@@ -22,12 +30,12 @@ struct Vouching {
     private var sent: [(number: UInt64, at: UInt64)] = []
     private var lastNumber: UInt64 = 0
     /// Senders looked up: whether they run as this connection's role, and when that was asked.
-    private var senders: [Int32: (sameRole: Bool, at: UInt64)] = [:]
+    private var senders: [Sender: (sameRole: Bool, at: UInt64)] = [:]
     /// When another process of this role last sent a heartbeat (0: never on this connection).
     private var othersHeardAt: UInt64 = 0
 
-    init(ownPID: Int32) {
-        self.ownPID = ownPID
+    init(own: Sender) {
+        self.own = own
     }
 
     /// Whether another process of this role has sent a heartbeat within `interval` of `now`: only then can a
@@ -42,22 +50,25 @@ struct Vouching {
         if snapshots.count > Self.kept { snapshots.removeFirst(snapshots.count - Self.kept) }
     }
 
-    /// A heartbeat's payload: the sending transaction's id, and the number its sender gave it.
+    /// A heartbeat's payload: the sending transaction's id, the number its sender gave it, and when the sending
+    /// server process says it started.
     struct Heartbeat: Equatable {
         var id: Int64
         var number: UInt64
+        var started: Int64
 
-        /// `<id> <number>`, both decimal; nil for anything else.
+        /// `<id> <number> <started>`, all decimal; nil for anything else.
         init?(_ payload: String) {
             let words = payload.split(separator: " ", omittingEmptySubsequences: false)
-            guard words.count == 2, let id = Int64(words[0]), let number = UInt64(words[1]) else { return nil }
-            self.id = id
-            self.number = number
+            guard words.count == 3, let id = Int64(words[0]), let number = UInt64(words[1]), let started = Int64(words[2])
+            else { return nil }
+            self.init(id: id, number: number, started: started)
         }
 
-        init(id: Int64, number: UInt64) {
+        init(id: Int64, number: UInt64, started: Int64) {
             self.id = id
             self.number = number
+            self.started = started
         }
     }
 
@@ -69,18 +80,19 @@ struct Vouching {
         return lastNumber
     }
 
-    /// The moment (monotonic nanoseconds) `heartbeat` from server process `pid` vouches for the cache as of, or
-    /// nil: a sender of another role, or nothing it comes after. `sameRole` asks PostgreSQL about a sender not
-    /// looked up within `senderCheckInterval`.
+    /// The moment (monotonic nanoseconds) `heartbeat` from server process `pid` (as PostgreSQL says) vouches for the
+    /// cache as of, or nil: a sender of another role, or nothing it comes after. `sameRole` asks PostgreSQL about a
+    /// sender (the process ID with the start the payload claims) not looked up within `senderCheckInterval`.
     mutating func received(_ heartbeat: Heartbeat, from pid: Int32, now: UInt64,
-                           sameRole: (Int32) throws(StoreError) -> Bool) throws(StoreError) -> UInt64? {
+                           sameRole: (Sender) throws(StoreError) -> Bool) throws(StoreError) -> UInt64? {
+        let sender = Sender(pid: pid, started: heartbeat.started)
         var vouched: UInt64?
-        if pid == ownPID, let index = sent.lastIndex(where: { $0.number == heartbeat.number }) {
+        if sender == own, let index = sent.lastIndex(where: { $0.number == heartbeat.number }) {
             vouched = sent[index].at
             sent.removeFirst(index + 1)
         }
-        guard try isSameRole(pid, now: now, sameRole: sameRole) else { return vouched }
-        if pid != ownPID { othersHeardAt = now }
+        guard try isSameRole(sender, now: now, sameRole: sameRole) else { return vouched }
+        if sender != own { othersHeardAt = now }
         if let index = snapshots.lastIndex(where: { $0.xmax <= heartbeat.id }) {
             vouched = max(vouched ?? 0, snapshots[index].at)
             snapshots.removeFirst(index + 1)
@@ -88,13 +100,13 @@ struct Vouching {
         return vouched
     }
 
-    private mutating func isSameRole(_ pid: Int32, now: UInt64,
-                                     sameRole: (Int32) throws(StoreError) -> Bool) throws(StoreError) -> Bool {
-        if pid == ownPID { return true }
-        if let known = senders[pid], now &- known.at < senderCheckInterval.nanoseconds { return known.sameRole }
-        let answer = try sameRole(pid)
+    private mutating func isSameRole(_ sender: Sender, now: UInt64,
+                                     sameRole: (Sender) throws(StoreError) -> Bool) throws(StoreError) -> Bool {
+        if sender == own { return true }
+        if let known = senders[sender], now &- known.at < senderCheckInterval.nanoseconds { return known.sameRole }
+        let answer = try sameRole(sender)
         if senders.count >= Self.keptSenders { senders.removeAll(keepingCapacity: true) }
-        senders[pid] = (answer, now)
+        senders[sender] = (answer, now)
         return answer
     }
 }

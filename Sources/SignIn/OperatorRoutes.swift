@@ -63,7 +63,7 @@ extension Application {
             samples += [
                 Metrics.Sample(name: "tokensignin_session_cache_entries", help: "Sessions the session cache holds.", value: Double(figures.entries)),
                 Metrics.Sample(name: "tokensignin_session_cache_usable",
-                               help: "1 while the session cache's heartbeat through PostgreSQL comes back within its bound.",
+                               help: "1 while a heartbeat through PostgreSQL has vouched for the session cache within its bound.",
                                value: figures.usable ? 1 : 0),
                 Metrics.Sample(name: "tokensignin_session_cache_heartbeats_total",
                                help: "Heartbeats this responder sent through PostgreSQL; every responder's heartbeats vouch for the others' caches too.",
@@ -74,7 +74,7 @@ extension Application {
             ]
             if let age = figures.heartbeatAge {
                 samples.append(Metrics.Sample(name: "tokensignin_session_cache_heartbeat_age_seconds",
-                                              help: "Seconds since the last heartbeat that came back was sent.", value: age))
+                                              help: "Seconds since the moment a heartbeat last vouched for the session cache as of.", value: age))
             }
         }
         if let risc = keys.riscConfiguration {

@@ -20,8 +20,8 @@ package enum NotReadyReason: String, CaseIterable, Sendable {
 /// by reason. One per process (`Service.readiness`).
 package final class Readiness: Sendable {
     /// How long the session cache may be unusable before it makes the responder not ready: at start (the first
-    /// heartbeat comes back within milliseconds, a busy box within a few hundred), and after a heartbeat that came
-    /// back, so a heartbeat or two late on a busy box (the cache's own bound is 100 ms) never takes the responder out
+    /// heartbeat comes back within milliseconds, a busy box within a few hundred), and after the last moment a
+    /// heartbeat vouched for it as of, so a heartbeat or two late on a busy box (the cache's own bound is 100 ms) never takes the responder out
     /// of its load balancer, while a listener that lost PostgreSQL or cannot LISTEN there (a standby) does at once.
     package static let cacheGrace: Duration = .seconds(1)
 
@@ -33,8 +33,8 @@ package final class Readiness: Sendable {
         self.started = started
     }
 
-    /// Whether `cache` may be trusted: usable, or not usable for less than `cacheGrace` (since the last heartbeat that
-    /// came back was sent; with none since its listener last connected, since the responder started).
+    /// Whether `cache` may be trusted: usable, or not usable for less than `cacheGrace` (since the moment a heartbeat
+    /// last vouched for it as of; with none since its listener last connected, since the responder started).
     func trusts(_ cache: SessionCache, now: ContinuousClock.Instant = .now) -> Bool {
         if cache.isUsable { return true }
         if let age = cache.heartbeatAge { return age <= Self.cacheGrace / .seconds(1) }

@@ -10,7 +10,8 @@ import Testing
 import Threads
 
 @Suite struct VouchingTests {
-    static let ownPID: Int32 = 100
+    static let own = Vouching.Sender(pid: 100, started: 1_800_000_000_000_000)
+    static let ownPID = own.pid
     static let ms: UInt64 = 1_000_000
 
     /// A sender-role lookup that answers `same` and counts the questions.
@@ -18,14 +19,17 @@ import Threads
         var asked: [Int32] = []
         let same: Bool
         init(same: Bool) { self.same = same }
-        func answer(_ pid: Int32) throws(StoreError) -> Bool { asked.append(pid); return same }
+        func answer(_ sender: Vouching.Sender) throws(StoreError) -> Bool { asked.append(sender.pid); return same }
     }
 
-    /// A heartbeat of transaction `id`, numbered `number` by its sender.
-    static func beat(_ id: Int64, _ number: UInt64 = 0) -> Vouching.Heartbeat { Vouching.Heartbeat(id: id, number: number) }
+    /// A heartbeat of transaction `id`, numbered `number` by its sender, whose server process says it started at
+    /// `started` (by default when this listener's own did).
+    static func beat(_ id: Int64, _ number: UInt64 = 0, started: Int64 = own.started) -> Vouching.Heartbeat {
+        Vouching.Heartbeat(id: id, number: number, started: started)
+    }
 
     @Test func ownHeartbeatVouchesAsOfWhenItWasSent() throws {
-        var vouching = Vouching(ownPID: Self.ownPID)
+        var vouching = Vouching(own: Self.own)
         let roles = Roles(same: false)
         let first = vouching.sending(at: 10 * Self.ms)
         let second = vouching.sending(at: 60 * Self.ms)
@@ -38,7 +42,7 @@ import Threads
     }
 
     @Test func anotherProcesssNumbersAreNotItsOwn() throws {
-        var vouching = Vouching(ownPID: Self.ownPID)
+        var vouching = Vouching(own: Self.own)
         let roles = Roles(same: true)
         let number = vouching.sending(at: 10 * Self.ms)
         #expect(try vouching.received(Self.beat(500, number), from: 7, now: 11 * Self.ms, sameRole: roles.answer) == nil,
@@ -46,7 +50,7 @@ import Threads
     }
 
     @Test func anotherRespondersHeartbeatVouchesAsOfTheLatestSnapshotItCommittedAfter() throws {
-        var vouching = Vouching(ownPID: Self.ownPID)
+        var vouching = Vouching(own: Self.own)
         let roles = Roles(same: true)
         vouching.took(snapshot: 700, at: 10 * Self.ms)
         vouching.took(snapshot: 702, at: 35 * Self.ms)
@@ -62,7 +66,7 @@ import Threads
     }
 
     @Test func ownHeartbeatAlsoClosesTheSnapshotsBeforeIt() throws {
-        var vouching = Vouching(ownPID: Self.ownPID)
+        var vouching = Vouching(own: Self.own)
         let roles = Roles(same: false)
         vouching.took(snapshot: 700, at: 10 * Self.ms)
         let number = vouching.sending(at: 20 * Self.ms)
@@ -73,21 +77,21 @@ import Threads
     }
 
     @Test func anotherRolesHeartbeatVouchesForNothingAndItsRoleIsAskedAgainOnlyAfterTheInterval() throws {
-        var vouching = Vouching(ownPID: Self.ownPID)
+        var vouching = Vouching(own: Self.own)
         vouching.senderCheckInterval = .milliseconds(100)
         let roles = Roles(same: false)
         vouching.took(snapshot: 700, at: 10 * Self.ms)
-        #expect(try vouching.received(Self.beat(9_999), from: 42, now: 20 * Self.ms, sameRole: roles.answer) == nil)
-        #expect(try vouching.received(Self.beat(9_999), from: 42, now: 50 * Self.ms, sameRole: roles.answer) == nil)
+        #expect(try vouching.received(Self.beat(9_999, started: 5), from: 42, now: 20 * Self.ms, sameRole: roles.answer) == nil)
+        #expect(try vouching.received(Self.beat(9_999, started: 5), from: 42, now: 50 * Self.ms, sameRole: roles.answer) == nil)
         #expect(roles.asked == [42])
-        #expect(try vouching.received(Self.beat(9_999), from: 42, now: 130 * Self.ms, sameRole: roles.answer) == nil)
+        #expect(try vouching.received(Self.beat(9_999, started: 5), from: 42, now: 130 * Self.ms, sameRole: roles.answer) == nil)
         #expect(roles.asked == [42, 42], "asked once more: the process ID may belong to another process by now")
     }
 
     /// Snapshots are worth taking only while another process of the role sends heartbeats: its own do not count,
     /// nor another role's.
     @Test func othersAreHeardOnlyThroughTheirOwnRecentHeartbeats() throws {
-        var vouching = Vouching(ownPID: Self.ownPID)
+        var vouching = Vouching(own: Self.own)
         let roles = Roles(same: false)
         let number = vouching.sending(at: 10 * Self.ms)
         _ = try vouching.received(Self.beat(500, number), from: Self.ownPID, now: 11 * Self.ms, sameRole: roles.answer)
@@ -100,7 +104,7 @@ import Threads
     }
 
     @Test func onlyTheRecentSnapshotsAndSendersAreKept() throws {
-        var vouching = Vouching(ownPID: Self.ownPID)
+        var vouching = Vouching(own: Self.own)
         let roles = Roles(same: true)
         for i in 0..<40 { vouching.took(snapshot: Int64(1_000 + i), at: UInt64(i) * Self.ms) }
         // The oldest 24 are gone: a heartbeat that comes after only them vouches for nothing.
@@ -114,9 +118,27 @@ import Threads
         #expect(roles.asked.count == asked + 1, "past \(Vouching.keptSenders) senders, what was known is forgotten")
     }
 
-    /// The payload is `<transaction id> <number>`; anything else is no heartbeat.
-    @Test(arguments: [("705 3", Vouching.Heartbeat(id: 705, number: 3)), ("705", nil), ("705 3 1", nil), ("x 3", nil),
-                      ("705 -3", nil), (" 705 3", nil), ("", nil)])
+    /// A process ID given to another process (the one that had it gone) is looked up again, with the start the
+    /// payload claims; and an own number from a process that only claims this one's start is not its own.
+    @Test func aProcessIDIsKnownOnlyTogetherWithItsStart() throws {
+        var vouching = Vouching(own: Self.own)
+        let roles = Roles(same: true)
+        vouching.took(snapshot: 700, at: 10 * Self.ms)
+        #expect(try vouching.received(Self.beat(701, started: 5), from: 7, now: 11 * Self.ms, sameRole: roles.answer) == 10 * Self.ms)
+        vouching.took(snapshot: 702, at: 20 * Self.ms)
+        let other = Roles(same: false)
+        #expect(try vouching.received(Self.beat(9_999, started: 6), from: 7, now: 21 * Self.ms, sameRole: other.answer) == nil,
+                "process 7 with another start is another process: looked up, and of another role")
+        #expect(other.asked == [7])
+        let number = vouching.sending(at: 30 * Self.ms)
+        #expect(try vouching.received(Self.beat(9_999, number), from: 8, now: 31 * Self.ms, sameRole: other.answer) == nil,
+                "this connection's start claimed by process 8 makes it neither this connection nor of its role")
+    }
+
+    /// The payload is `<transaction id> <number> <start>`; anything else is no heartbeat.
+    @Test(arguments: [("705 3 1800000000000000", Vouching.Heartbeat(id: 705, number: 3, started: 1_800_000_000_000_000)),
+                      ("705 3", nil), ("705 3 1 2", nil), ("x 3 1", nil), ("705 -3 1", nil), (" 705 3 1", nil),
+                      ("705 3 x", nil), ("", nil)])
     func heartbeatPayloads(payload: String, expected: Vouching.Heartbeat?) {
         #expect(Vouching.Heartbeat(payload) == expected)
     }
@@ -135,8 +157,9 @@ import Threads
                 defer { done.store(true, ordering: .releasing) }
                 do throws(StoreError) {
                     let connection = try Connection(conninfo: conninfo)
+                    let (_, started) = try connection.execute(Queries.heartbeatSelf).decode(row: 0, as: Int.self, Int64.self)
                     while !stop.load(ordering: .acquiring) {
-                        try connection.execute(Queries.heartbeat, [CacheListener.heartbeatChannel, "1"])
+                        try connection.execute(Queries.heartbeat, [CacheListener.heartbeatChannel, "1", started])
                         Thread.sleep(forTimeInterval: 0.005)
                     }
                 } catch {
