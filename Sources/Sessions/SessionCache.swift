@@ -101,10 +101,7 @@ package final class SessionCache: Sendable {
     // MARK: workers
 
     /// Whether a heartbeat has vouched for the cache as of a moment within `bound`.
-    package var isUsable: Bool {
-        let confirmed = confirmedAt.load(ordering: .acquiring)
-        return confirmed > 0 && monotonicNanoseconds() &- confirmed <= bound.nanoseconds
-    }
+    package var isUsable: Bool { vouchedFor(within: bound, now: monotonicNanoseconds()) }
 
     /// The live session of `hash` at `now` (Unix seconds), from memory when the cache is usable and holds it live.
     package func lookup(_ hash: SessionToken.Hash, now: Int64) -> Lookup {

@@ -56,20 +56,6 @@ struct Vouching {
         var id: Int64
         var number: UInt64
         var started: Int64
-
-        /// `<id> <number> <started>`, all decimal; nil for anything else.
-        init?(_ payload: String) {
-            let words = payload.split(separator: " ", omittingEmptySubsequences: false)
-            guard words.count == 3, let id = Int64(words[0]), let number = UInt64(words[1]), let started = Int64(words[2])
-            else { return nil }
-            self.init(id: id, number: number, started: started)
-        }
-
-        init(id: Int64, number: UInt64, started: Int64) {
-            self.id = id
-            self.number = number
-            self.started = started
-        }
     }
 
     /// The number of the heartbeat of its own about to be sent at `at`.
@@ -108,5 +94,15 @@ struct Vouching {
         if senders.count >= Self.keptSenders { senders.removeAll(keepingCapacity: true) }
         senders[sender] = (answer, now)
         return answer
+    }
+}
+
+extension Vouching.Heartbeat {
+    /// `<id> <number> <started>`, all decimal; nil for anything else.
+    init?(_ payload: String) {
+        let words = payload.split(separator: " ", omittingEmptySubsequences: false)
+        guard words.count == 3, let id = Int64(words[0]), let number = UInt64(words[1]), let started = Int64(words[2])
+        else { return nil }
+        self.init(id: id, number: number, started: started)
     }
 }
