@@ -2,6 +2,7 @@
 // or the hosted domain is not allowed.
 import Foundation
 import Testing
+import TestSupport
 
 @Suite(.serialized) struct OutageEndToEndTests {
     @Test func databaseRestartGives503DuringAndNormalAfter() throws {

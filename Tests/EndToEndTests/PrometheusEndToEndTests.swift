@@ -3,6 +3,7 @@
 // alert this stack deserves.
 import Foundation
 import Testing
+import TestSupport
 
 @Suite(.serialized) final class PrometheusEndToEndTests {
     let stack: Stack

@@ -361,13 +361,3 @@ struct StackError: Error, CustomStringConvertible {
     init(_ description: String) { self.description = description }
 }
 
-/// Polls `condition` every `every` seconds until it holds or `seconds` pass; returns whether it held (asked once
-/// more at the deadline). For waits on an event with a deadline, never for ordering by time.
-func waitUntil(seconds: Double, every: Double = 0.02, _ condition: () throws -> Bool) rethrows -> Bool {
-    let deadline = Date().addingTimeInterval(seconds)
-    while Date() < deadline {
-        if try condition() { return true }
-        usleep(useconds_t(every * 1_000_000))
-    }
-    return try condition()
-}

@@ -327,9 +327,7 @@ private final class Shared: Sendable {
         for round in 0..<6 {
             // A worker gives its slot back a moment after its answer went out: each round starts from an idle lane,
             // or its arrivals could meet the last round's workers still counted and the lane half full.
-            let deadline = ContinuousClock.now + .seconds(5)
-            while server.laneUsage.first?.running != 0 && ContinuousClock.now < deadline { Thread.sleep(forTimeInterval: 0.001) }
-            #expect(server.laneUsage.first?.running == 0, "round \(round): the last round's slots were not given back")
+            #expect(eventually(seconds: 5) { server.laneUsage.first?.running == 0 }, "round \(round): the last round's slots were not given back")
             seen.now.update { $0 = (0, 0) }
             let connections = try (0..<4).map { _ in try Raw(unixPath: dir.file("s")) }
             for (index, connection) in connections.enumerated() {

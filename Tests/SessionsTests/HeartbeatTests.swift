@@ -181,9 +181,7 @@ import Threads
         let listener = CacheListener(cache: cache, conninfo: db.conninfo, log: Log { _ in })
         #expect(listener.start())
         defer { listener.stop() }
-        let deadline = ContinuousClock.now + .seconds(10)
-        while !cache.isUsable && ContinuousClock.now < deadline { Thread.sleep(forTimeInterval: 0.01) }
-        #expect(cache.isUsable, "the listener's own heartbeat makes the cache usable")
+        #expect(waitUntil(seconds: 10, every: 0.01) { cache.isUsable }, "the listener's own heartbeat makes the cache usable")
         let sender = Sender(conninfo: senderConninfo)
         Thread.sleep(forTimeInterval: 0.2)
         let before = cache.figures.heartbeats

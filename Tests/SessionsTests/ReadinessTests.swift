@@ -106,9 +106,7 @@ extension ReadinessTests {
         let listener = CacheListener(cache: cache, conninfo: standbyFirst, log: Log { _ in })
         #expect(listener.start())
         defer { listener.stop() }
-        let deadline = ContinuousClock.now + .seconds(20)
-        while !cache.isUsable && ContinuousClock.now < deadline { Thread.sleep(forTimeInterval: 0.02) }
-        #expect(cache.isUsable)
+        #expect(waitUntil(seconds: 20) { cache.isUsable })
     }
 }
 

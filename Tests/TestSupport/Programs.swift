@@ -123,3 +123,14 @@ private final class ResultBox<T>: @unchecked Sendable {
     // SAFETY: written once by one thread before the semaphore is signalled, read after the wait.
     var value: T?
 }
+
+/// Polls `condition` every `every` seconds until it holds or `seconds` pass; returns whether it held (asked once
+/// more at the deadline). For waits on an event with a deadline, never for ordering by time.
+public func waitUntil(seconds: Double, every: Double = 0.02, _ condition: () throws -> Bool) rethrows -> Bool {
+    let deadline = Date().addingTimeInterval(seconds)
+    while Date() < deadline {
+        if try condition() { return true }
+        usleep(useconds_t(every * 1_000_000))
+    }
+    return try condition()
+}
