@@ -120,10 +120,10 @@ package final class CacheListener: Sendable {
         var vouching = Vouching(own: Vouching.Sender(pid: Int32(truncatingIfNeeded: backendPID), started: started))
         let patience = Self.heartbeat + .nanoseconds(Int64.random(in: 0...Int64(Self.patienceSpread.nanoseconds)))
         var nextTick: UInt64 = 0
-        var nextSeen = monotonicDeadline(after: Self.seenInterval)
+        var nextSeen = bootNanoseconds() + Self.seenInterval.nanoseconds
         var confirmedOnce = false
         while !stopping {
-            let now = monotonicNanoseconds()
+            let now = bootNanoseconds()  // the cache's clock, which counts a suspended host's time
             if now >= nextTick {
                 let othersHeard = vouching.hearsOthers(within: Self.othersHeard, now: now)
                 if cache.vouchedFor(within: othersHeard ? patience : Self.heartbeat, now: now) {
@@ -140,9 +140,9 @@ package final class CacheListener: Sendable {
             }
             if now >= nextSeen {
                 try recordSeen(connection)
-                nextSeen = monotonicDeadline(after: Self.seenInterval)
+                nextSeen = now + Self.seenInterval.nanoseconds
             }
-            let waitFor = Duration.nanoseconds(Int64(nextTick &- min(nextTick, monotonicNanoseconds())))
+            let waitFor = Duration.nanoseconds(Int64(nextTick &- min(nextTick, bootNanoseconds())))
             var sessions: Set<Int64> = [], users: Set<Int64> = []
             for note in try connection.notifications(waitingUpTo: waitFor) {
                 if note.channel == Self.channel {
@@ -153,7 +153,7 @@ package final class CacheListener: Sendable {
                         continue
                     }
                 } else if note.channel == Self.heartbeatChannel, let beat = Vouching.Heartbeat(note.payload),
-                          let at = try vouching.received(beat, from: note.senderPID, now: monotonicNanoseconds(),
+                          let at = try vouching.received(beat, from: note.senderPID, now: bootNanoseconds(),
                                                          sameRole: { (sender) throws(StoreError) in
                                                              try connection.execute(Queries.heartbeatSender,
                                                                                     [Int(sender.pid), sender.started])

@@ -79,7 +79,7 @@ package final class SessionCache: Sendable {
     package let bound: Duration
     /// Bumped by every eviction and flush: an insert of a lookup that began before one is dropped.
     private let generation = Atomic<UInt64>(0)
-    /// The moment (monotonic nanoseconds) a heartbeat last vouched for the cache as of; 0: none since the cache was
+    /// The moment (`bootNanoseconds`) a heartbeat last vouched for the cache as of; 0: none since the cache was
     /// last disabled.
     private let confirmedAt = Atomic<UInt64>(0)
     /// Sessions whose `last_seen_at` is due to be written (the listener writes them in one statement).
@@ -101,7 +101,7 @@ package final class SessionCache: Sendable {
     // MARK: workers
 
     /// Whether a heartbeat has vouched for the cache as of a moment within `bound`.
-    package var isUsable: Bool { vouchedFor(within: bound, now: monotonicNanoseconds()) }
+    package var isUsable: Bool { vouchedFor(within: bound, now: bootNanoseconds()) }
 
     /// The live session of `hash` at `now` (Unix seconds), from memory when the cache is usable and holds it live.
     package func lookup(_ hash: SessionToken.Hash, now: Int64) -> Lookup {
@@ -199,13 +199,13 @@ package final class SessionCache: Sendable {
 
     // MARK: the listener
 
-    /// A heartbeat vouched for the cache as of `sentAt` (monotonic nanoseconds): everything committed before then
+    /// A heartbeat vouched for the cache as of `sentAt` (`bootNanoseconds`): everything committed before then
     /// is applied.
     package func confirm(sentAt: UInt64) {
         confirmedAt.store(max(confirmedAt.load(ordering: .relaxed), sentAt), ordering: .releasing)
     }
 
-    /// Whether a heartbeat has vouched for the cache as of `now` minus `age` or later (monotonic nanoseconds).
+    /// Whether a heartbeat has vouched for the cache as of `now` minus `age` or later (`bootNanoseconds`).
     package func vouchedFor(within age: Duration, now: UInt64) -> Bool {
         let confirmed = confirmedAt.load(ordering: .acquiring)
         return confirmed > 0 && now &- confirmed <= age.nanoseconds
@@ -252,7 +252,7 @@ package final class SessionCache: Sendable {
     /// Seconds since the moment a heartbeat last vouched for the cache as of; nil when none has since it was disabled.
     package var heartbeatAge: Double? {
         let confirmed = confirmedAt.load(ordering: .acquiring)
-        return confirmed == 0 ? nil : Double(monotonicNanoseconds() &- confirmed) / 1e9
+        return confirmed == 0 ? nil : Double(bootNanoseconds() &- confirmed) / 1e9
     }
 
     private final class Counters: Sendable {

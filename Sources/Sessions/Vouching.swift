@@ -44,7 +44,7 @@ struct Vouching {
         othersHeardAt > 0 && now &- othersHeardAt <= interval.nanoseconds
     }
 
-    /// A snapshot whose `xmax` came back for the statement sent at `at` (monotonic nanoseconds).
+    /// A snapshot whose `xmax` came back for the statement sent at `at` (`bootNanoseconds`).
     mutating func took(snapshot xmax: Int64, at: UInt64) {
         snapshots.append((xmax, at))
         if snapshots.count > Self.kept { snapshots.removeFirst(snapshots.count - Self.kept) }
@@ -66,7 +66,7 @@ struct Vouching {
         return lastNumber
     }
 
-    /// The moment (monotonic nanoseconds) `heartbeat` from server process `pid` (as PostgreSQL says) vouches for the
+    /// The moment (`bootNanoseconds`) `heartbeat` from server process `pid` (as PostgreSQL says) vouches for the
     /// cache as of, or nil: a sender of another role, or nothing it comes after. `sameRole` asks PostgreSQL about a
     /// sender (the process ID with the start the payload claims) not looked up within `senderCheckInterval`.
     mutating func received(_ heartbeat: Heartbeat, from pid: Int32, now: UInt64,

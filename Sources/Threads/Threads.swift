@@ -9,6 +9,15 @@ package func monotonicNanoseconds() -> UInt64 {
     return UInt64(now.tv_sec) &* 1_000_000_000 &+ UInt64(now.tv_nsec)
 }
 
+/// Nanoseconds since boot, counting the time the host or VM was suspended (CLOCK_BOOTTIME), for ages that must not
+/// look younger after a resume than they are: how long ago the session cache was last vouched for. Deadlines that a
+/// condition variable waits on stay on `monotonicNanoseconds`.
+package func bootNanoseconds() -> UInt64 {
+    var now = timespec()
+    clock_gettime(CLOCK_BOOTTIME, &now)
+    return UInt64(now.tv_sec) &* 1_000_000_000 &+ UInt64(now.tv_nsec)
+}
+
 /// `duration` after `start` (monotonic nanoseconds), saturated instead of wrapping.
 package func monotonicDeadline(after duration: Duration, from start: UInt64 = monotonicNanoseconds()) -> UInt64 {
     let (sum, overflow) = start.addingReportingOverflow(duration.nanoseconds)

@@ -18,7 +18,7 @@ import Threads
     /// A usable cache (a heartbeat just came back) holding session `id` for `hash`.
     static func usable(capacity: Int = 100, idle: Int64 = 600) -> SessionCache {
         let cache = SessionCache(capacity: capacity, idleTimeout: idle)
-        cache.confirm(sentAt: monotonicNanoseconds())
+        cache.confirm(sentAt: bootNanoseconds())
         return cache
     }
 
@@ -30,17 +30,17 @@ import Threads
     @Test func nothingIsServedBeforeAHeartbeatCameBackNorOnceItIsOlderThanTheBound() {
         let cache = SessionCache(capacity: 10, idleTimeout: 600, bound: .milliseconds(100))
         #expect(cache.lookup(Self.hash(1), now: Self.now) == .unusable)
-        cache.confirm(sentAt: monotonicNanoseconds())
+        cache.confirm(sentAt: bootNanoseconds())
         Self.fill(cache, 1, Self.session(11))
         #expect(cache.lookup(Self.hash(1), now: Self.now) == .hit(Self.session(11)))
-        cache.confirm(sentAt: monotonicNanoseconds() - 200_000_000)  // older than a confirmation it already has: kept
+        cache.confirm(sentAt: bootNanoseconds() - 200_000_000)  // older than a confirmation it already has: kept
         #expect(cache.isUsable)
         let late = SessionCache(capacity: 10, idleTimeout: 600, bound: .milliseconds(100))
-        late.confirm(sentAt: monotonicNanoseconds() - 150_000_000)
+        late.confirm(sentAt: bootNanoseconds() - 150_000_000)
         #expect(late.lookup(Self.hash(1), now: Self.now) == .unusable, "a heartbeat sent 150 ms ago vouches for nothing now")
         cache.disable()
         #expect(cache.lookup(Self.hash(1), now: Self.now) == .unusable)
-        cache.confirm(sentAt: monotonicNanoseconds())
+        cache.confirm(sentAt: bootNanoseconds())
         #expect(cache.lookup(Self.hash(1), now: Self.now) != .hit(Self.session(11)), "disabling empties it")
     }
 

@@ -695,7 +695,7 @@ extension Response {
         let cache = SessionCache(capacity: 16, idleTimeout: 3600)
         if let heartbeat {
             var now = timespec()
-            clock_gettime(CLOCK_MONOTONIC, &now)  // the cache's clock (Threads.monotonicNanoseconds)
+            clock_gettime(CLOCK_BOOTTIME, &now)  // the cache's clock (Threads.bootNanoseconds)
             cache.confirm(sentAt: UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec) - UInt64(heartbeat * 1e9))
         }
         if lost { cache.disable() }
