@@ -13,7 +13,8 @@ package final class PostgresStore: SessionStore, SecurityEventStore {
     package let policy: SessionPolicy
     private let log: Log
     private let redact: @Sendable (String) -> String
-    /// Called each time a lost connection is re-established (the responder counts them in `/metrics`).
+    /// Called each time a connection is let go to be re-established, lost or found read-only (the responder counts
+    /// them in `/metrics`).
     private let onReconnect: (@Sendable () -> Void)?
     private var connection: Connection?
     /// Set once a connection turned out read-only when the conninfo names several hosts and leaves
@@ -236,15 +237,10 @@ package final class PostgresStore: SessionStore, SecurityEventStore {
     /// `run` for a batch (`Connection.executeBatch`): a lost connection is re-established and the batch run once more.
     private func runBatch<Arguments>(_ statement: TypedStatement<Arguments>, _ batch: [Arguments],
                                      waitsOnRows: Bool = false) throws(StoreError) -> [Result<Rows, StoreError>] {
-        let results = try onceMore(statement.name) { (connection) throws(StoreError) -> [Result<Rows, StoreError>] in
+        // A read-only server (25006) fails the whole pipeline (`Connection.executeBatch` throws it): let go here.
+        try onceMore(statement.name) { (connection) throws(StoreError) -> [Result<Rows, StoreError>] in
             try connection.executeBatch(statement, batch, waitsOnRows: waitsOnRows)
         }
-        // A batch's items fail one by one (each a 503) rather than throwing: a read-only server is let go here.
-        for case .failure(let error) in results where error.isReadOnlyServer {
-            dropReadOnly(error, operation: statement.name)
-            break
-        }
-        return results
     }
 
     /// Runs `body` in one transaction (rolled back when it throws); a connection lost before the commit is

@@ -5,6 +5,7 @@ import Foundation
 import Logging
 @testable import Sessions
 import Store
+import Synchronization
 import TestSupport
 import Testing
 
@@ -14,7 +15,9 @@ import Testing
     @Test func aReadOnlyDatabaseIsReportedAndItsConnectionDropped() throws {
         let db = try TestDatabase.migrated("ready_ro")
         let lines = LockedLines()
-        let store = PostgresStore(conninfo: db.conninfo, policy: TestStores.policy, log: Log { lines.append($0) })
+        let reconnects = Atomic<Int>(0)
+        let store = PostgresStore(conninfo: db.conninfo, policy: TestStores.policy, log: Log { lines.append($0) },
+                                  onReconnect: { reconnects.add(1, ordering: .relaxed) })
         try store.ping()
         let admin = try Connection(conninfo: "")
         try admin.query("ALTER DATABASE \(db.name) SET default_transaction_read_only = on")
@@ -40,6 +43,14 @@ import Testing
             try store.signIn(verifiedToken(sub: "ro-1"), TestStores.session())
         }
         #expect(signIn?.isReadOnlyServer == true)
+        // A batch of sign-ins there: the whole pipeline fails read-only (a 503 for each), and each attempt's
+        // connection is let go and counted in `tokensignin_database_reconnects_total`, as a single statement's is.
+        let counted = reconnects.load(ordering: .relaxed)
+        #expect(counted >= 2, "the terminated session and the read-only ones")
+        let batch = ["ro-3", "ro-4"].map { (token: verifiedToken(sub: $0), session: TestStores.session()) }
+        let batchError = #expect(throws: StoreError.self) { try store.signIns(batch) }
+        #expect(batchError?.isReadOnlyServer == true, "\(String(describing: batchError))")
+        #expect(reconnects.load(ordering: .relaxed) == counted + 1, "the pipeline's connection let go once, as a single statement's is")
         try admin.query("ALTER DATABASE \(db.name) RESET default_transaction_read_only")
         try store.ping()
         guard case .signedIn = try store.signIn(verifiedToken(sub: "ro-2"), TestStores.session()) else {
