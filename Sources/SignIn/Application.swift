@@ -93,7 +93,8 @@ package final class Application: Handler {
         }
         let id = Self.requestID(request)
         let logged = line.text(route: route, request: request, requestID: id, status: response.status, since: started)
-        metrics.request(route: route?.name ?? "none", status: response.status, reason: line.failure?.reason)
+        metrics.request(route: route?.name ?? "none", status: response.status, reason: line.failure?.reason,
+                        seconds: Metrics.seconds(since: started))
         guard let id else { return (response, logged) }
         var answered = response
         answered.headers.append(("X-Request-Id", id))

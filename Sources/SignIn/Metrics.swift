@@ -25,6 +25,8 @@ public final class Metrics: Sendable {
         /// Refused sign-ins not written to the audit (`RefusalAudit`), by reason.
         var auditsSuppressed: [String: Int] = [:]
         var verification = Histogram()
+        /// The responder's handling time of each answered request, by route (what the log's `duration_us` says).
+        var durations: [String: Histogram] = [:]
         var database: [String: Histogram] = [:]
         var reconnects = 0
         /// Round trips that carried several calls (`liveSessions`), and the calls they carried, by operation.
@@ -47,11 +49,12 @@ public final class Metrics: Sendable {
 
     public init() {}
 
-    /// One answered request; `reason` is the refusal's or fault's reason code, if it failed.
-    func request(route: String, status: Int, reason: String?) {
+    /// One answered request, handled in `seconds`; `reason` is the refusal's or fault's reason code, if it failed.
+    func request(route: String, status: Int, reason: String?, seconds: Double) {
         state.withLock { state in
             state.requests[RequestKey(route: route, status: status), default: 0] += 1
             if let reason { state.refusals[reason, default: 0] += 1 }
+            state.durations[route, default: Histogram()].observe(seconds)
         }
     }
 
@@ -114,6 +117,9 @@ public final class Metrics: Sendable {
         out.family("tokensignin_sign_in_audits_suppressed_total",
                    "Refused sign-ins not written to signin.sign_ins because their network and reason, or all of them, were over the audit's rate, by reason.",
                    "counter", state.auditsSuppressed.sorted { $0.key < $1.key }.map { ([("reason", $0.key)], Double($0.value)) })
+        out.histogram("tokensignin_request_duration_seconds",
+                      "Time the responder took to answer a request, from its handling's start to the answer (the log's duration_us), by route.",
+                      state.durations.sorted { $0.key < $1.key }.map { ([("route", $0.key)], $0.value) })
         out.histogram("tokensignin_verification_seconds", "Time to verify an ID token (keys at hand).", [([], state.verification)])
         out.histogram("tokensignin_database_seconds", "Time of one database call, by operation.",
                       state.database.sorted { $0.key < $1.key }.map { ([("operation", $0.key)], $0.value) })
@@ -122,7 +128,7 @@ public final class Metrics: Sendable {
         out.family("tokensignin_database_batched_calls_total",
                    "Calls made in those round trips (also counted in tokensignin_database_seconds), by operation.",
                    "counter", state.batchedCalls.sorted { $0.key < $1.key }.map { ([("operation", $0.key)], Double($0.value)) })
-        out.family("tokensignin_database_reconnects_total", "Database connections re-established after being lost.", "counter",
+        out.family("tokensignin_database_reconnects_total", "Database connections let go to be re-established: lost, or found read-only.", "counter",
                    [([], Double(state.reconnects))])
         out.family("tokensignin_security_events_total", "Cross-Account Protection events received, by type and outcome.", "counter",
                    state.securityEvents.sorted { ($0.key.type, $0.key.outcome) < ($1.key.type, $1.key.outcome) }.map {
