@@ -56,11 +56,12 @@ package final class CachedSessionStore: SessionStore, SecurityEventStore {
         return results.map { $0! }
     }
 
+    /// Evicts what it ended before answering: the presented session, or every session of its user held here
+    /// (cached or not, the presented one tells whose they are).
     package func signOut(_ hash: SessionToken.Hash, everywhere: Bool) throws -> SignedOut? {
-        let user = everywhere ? cachedUser(hash) : nil
         let done = try store.signOut(hash, everywhere: everywhere)
         cache.evict(hash: hash)
-        if let done { cache.evict(sessions: [done.sessionID], users: user.map { [$0] } ?? []) }
+        if let done { cache.evict(sessions: [done.sessionID], users: everywhere ? [done.userID] : []) }
         return done
     }
 
@@ -78,12 +79,6 @@ package final class CachedSessionStore: SessionStore, SecurityEventStore {
 
     package func recordUnparsedSecurityEvent(_ event: UnparsedSecurityEventRecord) throws -> AppliedSecurityEvent {
         try store.recordUnparsedSecurityEvent(event)
-    }
-
-    /// The user of a cached session, for evicting all of theirs (a sign-out everywhere).
-    private func cachedUser(_ hash: SessionToken.Hash) -> Int64? {
-        if case .hit(let session) = cache.lookup(hash, now: clock()) { return session.userID }
-        return nil
     }
 
     // What does not concern the cache goes straight through.

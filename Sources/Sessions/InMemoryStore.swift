@@ -204,7 +204,7 @@ package final class InMemoryStore: SessionStore, SecurityEventStore {
             sessions[i].revokedReason = everywhere ? "sign_out_all" : "sign_out"
             revoked += 1
         }
-        return SignedOut(sessionID: me.id, revoked: revoked)
+        return SignedOut(sessionID: me.id, revoked: revoked, userID: me.userID)
     }
 
     package func listSessions(_ hash: SessionToken.Hash, limit: Int, after: Int64?) throws -> SessionPage? {

@@ -153,8 +153,8 @@ package final class PostgresStore: SessionStore, SecurityEventStore {
     package func signOut(_ hash: SessionToken.Hash, everywhere: Bool) throws -> SignedOut? {
         let rows = try run(Queries.signOut, SignOutArguments(hash: hash, idleTimeout: idleTimeout, everywhere: everywhere))
         guard rows.count == 1 else { return nil }
-        let (sessionID, revoked) = try rows.decode(row: 0, as: Int64.self, Int.self)
-        return SignedOut(sessionID: sessionID, revoked: revoked)
+        let (sessionID, revoked, userID) = try rows.decode(row: 0, as: Int64.self, Int.self, Int64.self)
+        return SignedOut(sessionID: sessionID, revoked: revoked, userID: userID)
     }
 
     package func listSessions(_ hash: SessionToken.Hash, limit: Int, after: Int64?) throws -> SessionPage? {

@@ -130,7 +130,7 @@ package enum Queries {
             WHERE s.revoked_at IS NULL AND (s.id = me.id OR (\(\.everywhere)::boolean AND s.user_id = me.user_id))
             RETURNING s.id
         )
-        SELECT me.id, (SELECT count(*) FROM revoked) FROM me
+        SELECT me.id, (SELECT count(*) FROM revoked), me.user_id FROM me
         """)
 
     /// One page of the signed-in user's live sessions, newest first: at most `limit` sessions with an id below

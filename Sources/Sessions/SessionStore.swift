@@ -136,10 +136,11 @@ extension SessionPage {
     }
 }
 
-/// What sign-out did: the presenting session and how many sessions it ended (itself included).
+/// What sign-out did: the presenting session, how many sessions it ended (itself included) and whose they were.
 package struct SignedOut: Sendable, Equatable {
     package var sessionID: Int64
     package var revoked: Int
+    package var userID: Int64
 }
 
 /// What revoking one of the user's own sessions did.

@@ -281,12 +281,12 @@ private final class Resources {
         let (c, cHash) = try Self.signIn(s.store, "sub-o")
         let (other, otherHash) = try Self.signIn(s.store, "sub-other")
 
-        #expect(try s.store.signOut(aHash, everywhere: false) == SignedOut(sessionID: a.sessionID, revoked: 1))
+        #expect(try s.store.signOut(aHash, everywhere: false) == SignedOut(sessionID: a.sessionID, revoked: 1, userID: a.userID))
         #expect(try s.revokedReason(a.sessionID) == "sign_out")
         #expect(try s.store.liveSession(aHash) == nil)
         #expect(try s.store.liveSession(bHash) != nil)
 
-        #expect(try s.store.signOut(bHash, everywhere: true) == SignedOut(sessionID: b.sessionID, revoked: 2))
+        #expect(try s.store.signOut(bHash, everywhere: true) == SignedOut(sessionID: b.sessionID, revoked: 2, userID: b.userID))
         #expect(try s.revokedReason(c.sessionID) == "sign_out_all")
         #expect(try s.store.liveSession(cHash) == nil)
         #expect(try s.store.liveSession(otherHash)?.sessionID == other.sessionID)

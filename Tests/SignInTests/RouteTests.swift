@@ -532,6 +532,27 @@ extension Response {
         #expect(h.store.sessions.map(\.revokedReason) == ["sign_out_all", "sign_out_all", nil])
     }
 
+    /// With the session cache on, a sign-out everywhere evicts every session of the user this responder holds before
+    /// answering, also when the presented session was never cached here. (The in-memory store sends no notifications:
+    /// whatever is gone from the cache here, the route evicted itself.)
+    @Test func signOutAllEvictsTheUsersCachedSessionsEvenWhenThePresentedOneWasNotCached() throws {
+        let cache = SessionCache(capacity: 16, idleTimeout: 3600, bound: .seconds(600))
+        var now = timespec()
+        clock_gettime(CLOCK_BOOTTIME, &now)  // the cache's clock (Threads.bootNanoseconds)
+        cache.confirm(sentAt: UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec))
+        let h = try RouteHarness(sessionCache: cache)
+        let presented = try h.session("ada"), cached = try h.session("ada"), bob = try h.session("bob")
+        for token in [cached, bob] {
+            #expect(h.request("GET", "/auth/session", headers: ["Authorization": "Bearer \(token)"]).status == 200)
+        }
+        #expect(cache.figures.entries == 2 && cache.figures.misses == 2)
+        #expect(h.request("POST", "/tokensignout?all=1", headers: ["Authorization": "Bearer \(presented)"]).status == 204)
+        #expect(cache.figures.entries == 1 && cache.figures.evictions == 1)
+        #expect(h.request("GET", "/auth/session", headers: ["Authorization": "Bearer \(cached)"]).status == 401)
+        #expect(h.request("GET", "/auth/session", headers: ["Authorization": "Bearer \(bob)"]).status == 200)
+        #expect(cache.figures.hits == 1, "bob's, from memory")
+    }
+
     /// (Origin, Sec-Fetch-Site, allowed) for changes authenticated by the cookie.
     @Test(arguments: [
         (nil, nil, false), (nil, "same-origin", true), (nil, "same-site", false), (nil, "cross-site", false),
