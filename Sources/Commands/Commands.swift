@@ -101,7 +101,7 @@ public enum Commands {
         // libpq may echo the whole database URL, password included: the same redaction as the settings'.
         let secrets = Configuration.secrets(in: io.environment)
         let io = CommandIO(environment: io.environment, processorCount: io.processorCount, out: io.out,
-                           err: { [err = io.err] line in err(secrets.reduce(line) { $0.replacing($1, with: "***") }) },
+                           err: { [err = io.err] line in err(Configuration.redacted(line, secrets: secrets)) },
                            log: io.log, now: io.now, readStandardInput: io.readStandardInput, readFile: io.readFile,
                            fileMode: io.fileMode)
         switch error {

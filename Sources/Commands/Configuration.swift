@@ -169,6 +169,15 @@ public struct Configuration: Sendable, Equatable {
         }
     }
 
+    /// Refuses a key file that others than its owner may write (`fileMode`: its permission bits, nil when they cannot
+    /// be read): whoever can write it can sign anyone in. `serve` and `verify` call it; `named` is what the operator
+    /// gave the file as.
+    package func requireUnwritableKeyFile(fileMode: (String) -> UInt32?,
+                                          named name: String = Setting.jwksFile.variable) throws(CommandError) {
+        guard let file = jwksFile, let mode = fileMode(file), mode & 0o022 != 0 else { return }
+        throw CommandError(.invalidConfiguration, "\(name): \(file) is writable by other users (mode \(String(mode & 0o777, radix: 8))): whoever can write it can sign anyone in; chmod go-w it")
+    }
+
     /// Every variable and flag, one per line, for `tokensignin serve --help`.
     public static var usage: String {
         (["Settings (environment variable, or the flag after it, which wins):"] + Setting.allCases.map(\.usageLine)
@@ -197,10 +206,11 @@ public struct Configuration: Sendable, Equatable {
              originCheck: OriginCheck(siteOrigins: siteOrigins, webFormOrigins: webFormOrigins), riscAudiences: riscAudiences)
     }
 
-    /// The database passwords of an environment: `TOKENSIGNIN_DATABASE_URL`'s (as written and percent-decoded), then
-    /// `PGPASSWORD`.
+    /// The database passwords of an environment: those of `TOKENSIGNIN_DATABASE_URL` and
+    /// `TOKENSIGNIN_SESSION_CACHE_DATABASE_URL` (as written and percent-decoded), then `PGPASSWORD`. For a message
+    /// written before the settings are read, or when they cannot be (`Commands.exit`).
     static func secrets(in environment: [String: String]) -> [String] {
-        (environment[Setting.databaseURL.variable].map(SettingText.passwords(inURL:)) ?? [])
+        [Setting.databaseURL, .sessionCacheDatabaseURL].flatMap { environment[$0.variable].map(SettingText.passwords(inURL:)) ?? [] }
             + [environment["PGPASSWORD"]].compactMap { $0 }.filter { !$0.isEmpty }
     }
 
@@ -212,7 +222,9 @@ public struct Configuration: Sendable, Equatable {
     }
 
     /// `message` with every secret replaced by `***`: the one redaction of what libpq or a command may echo.
-    public func redacted(_ message: String) -> String {
+    public func redacted(_ message: String) -> String { Self.redacted(message, secrets: secrets) }
+
+    static func redacted(_ message: String, secrets: [String]) -> String {
         secrets.reduce(message) { $0.replacing($1, with: "***") }
     }
 }

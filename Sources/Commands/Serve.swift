@@ -13,9 +13,7 @@ public enum Serve {
     public static func run(_ configuration: Configuration, log: Log, clock: @escaping @Sendable () -> Int64,
                            fileMode: @Sendable (String) -> UInt32? = { _ in nil }, metrics: Metrics = Metrics()) throws(CommandError) {
         try configuration.requireTrustedKeys()
-        if let file = configuration.jwksFile, let mode = fileMode(file), mode & 0o022 != 0 {
-            throw CommandError(.invalidConfiguration, "\(Setting.jwksFile.variable): \(file) is writable by other users (mode \(String(mode & 0o777, radix: 8))): whoever can write it can sign anyone in; chmod go-w it")
-        }
+        try configuration.requireUnwritableKeyFile(fileMode: fileMode)
         let server: Server
         do {
             server = try Server(listen: configuration.listen, lanes: lanes(configuration),
@@ -63,6 +61,10 @@ public enum Serve {
         if configuration.keySource != .google {
             log.warning("non_google_keys_trusted", ["source": configuration.keySource.kind, "location": configuration.keySource.location,
                                                     "detail": "tokens signed by this key set are trusted (\(Setting.allowNonGoogleKeys.variable)=1): development and tests only"])
+        }
+        if case .url(let url) = configuration.riscConfiguration, !configuration.riscConfiguration.isGoogle {
+            log.warning("non_google_risc_configuration_trusted", ["location": url,
+                                                                  "detail": "security events signed by the key set its jwks_uri names are trusted (\(Setting.allowNonGoogleKeys.variable)=1): development and tests only"])
         }
         let (cache, listener) = sessionCache(configuration, log: log)
         defer { listener?.stop() }

@@ -36,6 +36,9 @@ extension Commands {
                 // A key file named on the command line is the operator's own choice for this one check; keys from the
                 // settings (TOKENSIGNIN_JWKS_FILE, a JWKS URL) are held to the service's rule.
                 if !options.has("--jwks") { try configuration.requireTrustedKeys() }
+                // Any key file, though, must be one only its owner can change.
+                try configuration.requireUnwritableKeyFile(fileMode: io.fileMode,
+                                                           named: options.has("--jwks") ? "--jwks" : Setting.jwksFile.variable)
             } catch {
                 throw CommandError(.usage, error.detail)
             }

@@ -196,6 +196,11 @@ private func listenText(_ listen: Listen) -> String {
         #expect(config.secrets == ["p%40ss", "p@ss", "other"])
         #expect(config.redacted("auth failed for app:p%40ss and p@ss, then other") == "auth failed for app:*** and ***, then ***")
         #expect(try configuration(["TOKENSIGNIN_DATABASE_URL": "postgresql://app@db/signin"]).secrets.isEmpty)
+        // What a command's failure is redacted with before (or without) the settings: the same passwords.
+        let environment = ["TOKENSIGNIN_DATABASE_URL": "postgresql://app:p%40ss@db/signin", "PGPASSWORD": "other",
+                           "TOKENSIGNIN_SESSION_CACHE_DATABASE_URL": "postgresql://listener:hunter2@db/signin"]
+        #expect(Set(Configuration.secrets(in: environment)) == Set(try configuration(environment).secrets))
+        #expect(Configuration.secrets(in: environment).contains("hunter2"))
     }
 
     @Test func commandsThatVerifyNothingNeedNoClientIDs() throws {

@@ -20,6 +20,9 @@ import TestSupport
           "TOKENSIGNIN_LISTEN": "SOCKET"], "TOKENSIGNIN_ALLOW_NON_GOOGLE_KEYS"),
         (["TOKENSIGNIN_CLIENT_IDS": "1234567890-a.apps.googleusercontent.com",
           "TOKENSIGNIN_DATABASE_URL": "postgresql://app:hunter2@localhost/db?sslmod=require"], "TOKENSIGNIN_DATABASE_URL"),
+        (["TOKENSIGNIN_CLIENT_IDS": "1234567890-a.apps.googleusercontent.com",
+          "TOKENSIGNIN_SESSION_CACHE_DATABASE_URL": "postgresql://app:hunter2@localhost/db?sslmod=require"],
+         "TOKENSIGNIN_SESSION_CACHE_DATABASE_URL"),
     ])
     func startUpStopsNamingAMissingOrMalformedSetting(environment: [String: String], setting: String) throws {
         let socket = NSTemporaryDirectory() + "tokensignin-startup-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).sock"
@@ -48,6 +51,16 @@ import TestSupport
         let result = try runProgram(Paths.binary, ["serve"], environment: environment)
         #expect(result.status == 2, "\(result.stderrText)")
         #expect(result.stderrText.contains("TOKENSIGNIN_JWKS_FILE") && result.stderrText.contains("writable by other users"), "\(result.stderrText)")
+        // verify too, with the file from the settings or named by --jwks (a usage error, before the token is read).
+        let fromSettings = try runProgram(Paths.binary, ["verify", "-"], environment: environment)
+        #expect(fromSettings.status == 2 && fromSettings.stderrText.contains("TOKENSIGNIN_JWKS_FILE: \(jwks) is writable by other users"),
+                "\(fromSettings.stderrText)")
+        environment["TOKENSIGNIN_JWKS_FILE"] = nil
+        let named = try runProgram(Paths.binary, ["verify", "--jwks", jwks, "-"], environment: environment)
+        #expect(named.status == 2 && named.stderrText.contains("--jwks: \(jwks) is writable by other users"), "\(named.stderrText)")
+        try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: jwks)
+        let kept = try runProgram(Paths.binary, ["verify", "--jwks", jwks, "not-a-token"], environment: environment)
+        #expect(kept.status == 1 && kept.stderrText.contains("invalid token"), "the same file, 0644: the token is judged (\(kept.stderrText))")
     }
 
     /// A responder that trusts a key set other than Google's (allowed) says so at every start, at warn level.

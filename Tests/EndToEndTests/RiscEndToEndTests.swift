@@ -387,6 +387,9 @@ struct SecurityEventToken {
         try google.answer("/.well-known/risc-configuration", status: 200,
                           body: #"{"issuer":"https://accounts.google.com/","jwks_uri":"\#(google.url("/discovered-certs"))"}"#)
         let stack = try Stack("riscdiscovery", environment: ["TOKENSIGNIN_RISC_CONFIGURATION_URL": google.url("/.well-known/risc-configuration")])
+        // Not Google's document (allowed with TOKENSIGNIN_ALLOW_NON_GOOGLE_KEYS, as the stack sets): said at start.
+        #expect(stack.serverLog.contains("level=warn event=non_google_risc_configuration_trusted location=\(google.url("/.well-known/risc-configuration"))"),
+                "\(stack.serverLog)")
 
         // Read in the background at start: wait for its outcome on /readyz, never for a time.
         let deadline = Date().addingTimeInterval(20)
